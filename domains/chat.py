@@ -1,0 +1,104 @@
+"""The one conversation and tool-call format of the project (SFT renders it, RL parses it, eval scores it).
+
+A conversation is a list of messages (plain dicts, JSON-serialisable):
+
+    {"role": "system",    "content": "You are ..."}
+    {"role": "user",      "content": "What is 17*3?"}
+    {"role": "assistant", "content": "Let me compute.", "tool_calls": [{"name": "calc", "arguments": {"expr": "17*3"}}]}
+    {"role": "tool",      "name": "calc", "content": "51"}
+    {"role": "assistant", "content": "51"}
+
+Rendered text (ChatML with Qwen/Hermes-style tool calls), exactly:
+
+    <|im_start|>system\nYou are ...<|im_end|>\n
+    <|im_start|>user\nWhat is 17*3?<|im_end|>\n
+    <|im_start|>assistant\nLet me compute.<tool_call>{"name": "calc", "arguments": {"expr": "17*3"}}</tool_call><|im_end|>\n
+    <|im_start|>tool\n<tool_response>51</tool_response><|im_end|>\n
+    <|im_start|>assistant\n51<|im_end|>\n
+
+The assistant turn's trainable span (SFT loss mask, RL action tokens) is everything after
+"<|im_start|>assistant\\n" up to and including its "<|im_end|>".
+The special tokens below are made into the tokenizer by pretrain_ckpt/.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+BOS = "<|endoftext|>"
+EOS = "<|endoftext|>"
+PAD = "<|pad|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+TOOL_CALL_START, TOOL_CALL_END = "<tool_call>", "</tool_call>"
+TOOL_RESP_START, TOOL_RESP_END = "<tool_response>", "</tool_response>"
+SPECIAL_TOKENS = [EOS, PAD, IM_START, IM_END, TOOL_CALL_START, TOOL_CALL_END, TOOL_RESP_START, TOOL_RESP_END]
+ROLES = ("system", "user", "assistant", "tool")
+ASSISTANT_PREFIX = f"{IM_START}assistant\n"
+
+_CALL_RE = re.compile(re.escape(TOOL_CALL_START) + r"(.*?)" + re.escape(TOOL_CALL_END), re.S)
+
+
+def render_message(msg: dict) -> str:
+    """One message as text, including its trailing newline."""
+    role = msg["role"]
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}: use one of {ROLES}")
+    body = msg.get("content") or ""
+    if role == "tool":
+        body = f"{TOOL_RESP_START}{body}{TOOL_RESP_END}"
+    for call in msg.get("tool_calls") or []:
+        args = json.loads(json.dumps(call.get("arguments", {}), sort_keys=True))  # canonical key order
+        body += TOOL_CALL_START + json.dumps({"name": call["name"], "arguments": args}) + TOOL_CALL_END
+    return f"{IM_START}{role}\n{body}{IM_END}\n"
+
+
+def render(messages: list[dict], add_generation_prompt: bool = False) -> str:
+    """The whole conversation; with add_generation_prompt, open an assistant turn for the model to continue."""
+    text = "".join(render_message(m) for m in messages)
+    return text + (ASSISTANT_PREFIX if add_generation_prompt else "")
+
+
+def render_segments(messages: list[dict]) -> list[tuple[str, bool]]:
+    """(text, trainable) pieces whose concatenation equals render(messages): assistant bodies + <|im_end|> are trainable."""
+    out: list[tuple[str, bool]] = []
+    for m in messages:
+        text = render_message(m)
+        if m["role"] == "assistant":
+            out.append((ASSISTANT_PREFIX, False))
+            out.append((text[len(ASSISTANT_PREFIX):-1], True))  # body + <|im_end|>
+            out.append(("\n", False))
+        else:
+            out.append((text, False))
+    return out
+
+
+class ToolCallError(ValueError):
+    """A tool call the model emitted that cannot be parsed (bad JSON, missing name, non-dict arguments)."""
+
+
+def parse_assistant(text: str) -> dict:
+    """Generated assistant text (up to, optionally including, <|im_end|>) -> an assistant message.
+
+    Raises ToolCallError on a malformed call, so RL/eval can feed the error back to the policy.
+    """
+    text = text.split(IM_END, 1)[0]
+    calls = []
+    for raw in _CALL_RE.findall(text):
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ToolCallError(f"tool call is not valid JSON ({e.msg} at char {e.pos}): {raw[:200]!r}") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            raise ToolCallError(f"tool call needs a string 'name': {raw[:200]!r}")
+        args = obj.get("arguments", {})
+        if not isinstance(args, dict):
+            raise ToolCallError(f"tool call 'arguments' must be an object, got {type(args).__name__}")
+        calls.append({"name": obj["name"], "arguments": args})
+    content = _CALL_RE.sub("", text)
+    if TOOL_CALL_START in content:
+        raise ToolCallError("unterminated <tool_call>: close it with </tool_call>")
+    msg = {"role": "assistant", "content": content}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
