@@ -16,6 +16,11 @@ Rendered text (ChatML with Qwen/Hermes-style tool calls), exactly:
     <|im_start|>tool\n<tool_response>51</tool_response><|im_end|>\n
     <|im_start|>assistant\n51<|im_end|>\n
 
+Tools the model may call are announced in the system message, one line per tool, by tools_prompt(tools):
+
+    - calc(expr: string): Evaluate an arithmetic expression.
+    - transform(name: string, position?: [number, number, number]): Move an object.   (? = optional)
+
 The assistant turn's trainable span (SFT loss mask, RL action tokens) is everything after
 "<|im_start|>assistant\\n" up to and including its "<|im_end|>".
 The special tokens below are made into the tokenizer by pretrain_ckpt/.
@@ -102,3 +107,26 @@ def parse_assistant(text: str) -> dict:
     if calls:
         msg["tool_calls"] = calls
     return msg
+
+
+def _type_text(sch: dict) -> str:
+    """Compact JSON-schema type for tools_prompt: string, integer, cube|sphere, [number, number, number], ..."""
+    if "enum" in sch:
+        return "|".join(map(str, sch["enum"]))
+    t = sch.get("type", "any")
+    if t == "array":
+        item = _type_text(sch.get("items", {}))
+        n = sch.get("minItems")
+        return f"[{', '.join([item] * n)}]" if n and n == sch.get("maxItems") and n <= 4 else f"list[{item}]"
+    return "|".join(t) if isinstance(t, list) else str(t)
+
+
+def tools_prompt(tools: list[dict]) -> str:
+    """The tool list as it appears in a system message (helper added after v1; render() is unchanged)."""
+    lines = []
+    for t in tools:
+        params = t.get("parameters", {})
+        req = set(params.get("required", []))
+        args = ", ".join(f"{k}{'' if k in req else '?'}: {_type_text(v)}" for k, v in params.get("properties", {}).items())
+        lines.append(f"- {t['name']}({args}): {t.get('description', '')}")
+    return "\n".join(lines)
