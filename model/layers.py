@@ -1,0 +1,59 @@
+"""Local (non-TransformerEngine) modules plugged into Megatron-Core's layer spec.
+
+- `RMSNorm`: torch's RMSNorm that also works under sequence parallel (its weight is tagged
+  `sequence_parallel`, so Megatron all-reduces its grads over the TP group).
+- `SDPAttention`: core attention on torch's scaled_dot_product_attention (fused kernels on CPU and
+  GPU, native GQA) with either the causal mask or an explicit [b, 1, s, s] mask in Megatron's
+  convention (True = masked out), which SFT packing uses for document-aware attention.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from megatron.core.transformer.module import MegatronModule
+
+
+class RMSNorm(torch.nn.RMSNorm):
+    def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):
+        super().__init__(normalized_shape=hidden_size, eps=eps, device="cpu" if config.use_cpu_initialization else None,
+                         dtype=config.params_dtype)
+        if config.sequence_parallel:
+            self.weight.sequence_parallel = True
+
+
+class QKRMSNorm(torch.nn.RMSNorm):
+    """Per-head q/k norm (Qwen3): grads are summed over TP by Megatron (matched by name)."""
+
+    def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):
+        super().__init__(normalized_shape=hidden_size, eps=eps, device="cpu" if config.use_cpu_initialization else None,
+                         dtype=config.params_dtype)
+
+
+class SDPAttention(MegatronModule):
+    def __init__(self, config, layer_number: int, attn_mask_type, attention_type: str,
+                 attention_dropout: float | None = None, softmax_scale: float | None = None,
+                 cp_comm_type: str | None = None, pg_collection=None):
+        super().__init__(config=config)
+        if config.context_parallel_size != 1:
+            raise ValueError("SDPAttention has no context parallelism: use the TransformerEngine spec for CP > 1")
+        self.attn_mask_type = attn_mask_type
+        self.dropout = config.attention_dropout if attention_dropout is None else attention_dropout
+        self.scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(config.kv_channels)
+
+    def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
+                packed_seq_params=None):
+        if packed_seq_params is not None or attention_bias is not None:
+            raise ValueError("SDPAttention takes an explicit attention_mask, not packed_seq_params/attention_bias")
+        # Megatron layout [s, b, heads, dim] -> SDPA layout [b, heads, s, dim]
+        q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))
+        if attention_mask is None:
+            mask, causal = None, q.shape[2] > 1
+        else:
+            mask, causal = ~attention_mask, False
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scale,
+                                             dropout_p=self.dropout if self.training else 0.0,
+                                             enable_gqa=q.shape[1] != k.shape[1])
+        s, b = query.shape[0], query.shape[1]
+        return out.permute(2, 0, 1, 3).reshape(s, b, -1)

@@ -1,0 +1,141 @@
+"""The Megatron-Core training step every stage shares: DDP + optimizer + LR schedule + forward/backward.
+
+Data comes as `sample(i) -> {"tokens", "labels", "loss_mask", "position_ids"[, "attention_mask"]}` for
+a global sample index i; step s consumes indices [s*GBS, (s+1)*GBS), split over data-parallel ranks
+and micro batches, so every layout sees the same global batch and resumes by step number alone.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
+import torch
+
+from model.config import ParallelConfig
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 3e-4  # peak learning rate
+    min_lr: float = 3e-5  # final learning rate after decay
+    warmup_steps: int = 10  # linear warmup steps
+    decay_style: str = "cosine"  # cosine | linear | constant
+    weight_decay: float = 0.1  # decoupled weight decay
+    beta1: float = 0.9  # Adam beta1
+    beta2: float = 0.95  # Adam beta2
+    clip_grad: float = 1.0  # global grad-norm clip (0 = off)
+    use_distributed_optimizer: bool = False  # shard optimizer state over DP (ZeRO-1), for GPU clusters
+
+
+def setup(model, optim: OptimConfig, total_steps: int, global_batch_size: int):
+    """Wrap in Megatron DDP and build the Megatron optimizer and LR/WD scheduler."""
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig, finalize_model_grads
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+    tc = model.config
+    ddp = DistributedDataParallel(
+        tc, DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
+                                          use_distributed_optimizer=optim.use_distributed_optimizer),
+        module=model)
+    tc.finalize_model_grads_func = finalize_model_grads  # DP all-reduce, SP/qk-norm and embedding grads
+    tc.no_sync_func = ddp.no_sync
+    ocfg = OptimizerConfig(optimizer="adam", lr=optim.lr, min_lr=optim.min_lr, weight_decay=optim.weight_decay,
+                           adam_beta1=optim.beta1, adam_beta2=optim.beta2, clip_grad=optim.clip_grad,
+                           bf16=tc.bf16, params_dtype=tc.params_dtype,
+                           use_distributed_optimizer=optim.use_distributed_optimizer)
+    optimizer = get_megatron_optimizer(ocfg, [ddp])
+    scale = global_batch_size  # the scheduler counts samples, as Megatron's trainer does
+    scheduler = OptimizerParamScheduler(
+        optimizer, init_lr=0.0, max_lr=optim.lr, min_lr=optim.min_lr,
+        lr_warmup_steps=optim.warmup_steps * scale, lr_decay_steps=max(total_steps, 1) * scale,
+        lr_decay_style=optim.decay_style, start_wd=optim.weight_decay, end_wd=optim.weight_decay,
+        wd_incr_steps=max(total_steps, 1) * scale, wd_incr_style="constant")
+    return ddp, optimizer, scheduler
+
+
+def _loss_func(loss_mask: torch.Tensor, output_tensor: torch.Tensor):
+    losses = output_tensor.float()
+    mask = loss_mask.float()
+    loss = (losses * mask).sum() / mask.sum().clamp(min=1.0)
+    return loss, {"lm loss": loss.detach().clone()}  # the schedule divides `loss` in place
+
+
+def _forward_step(data_iterator, model):
+    b = next(data_iterator)
+    out = model(b["tokens"], b["position_ids"], b.get("attention_mask"), labels=b["labels"])
+    return out, partial(_loss_func, b["loss_mask"])
+
+
+def microbatches(sample: Callable[[int], dict], step: int, par: ParallelConfig) -> list[dict]:
+    """This DP rank's micro batches of global step `step`."""
+    from megatron.core import parallel_state as ps
+
+    dp, dpr = ps.get_data_parallel_world_size(), ps.get_data_parallel_rank()
+    per_rank = par.global_batch_size // dp
+    start = step * par.global_batch_size + dpr * per_rank
+    out = []
+    for j in range(0, per_rank, par.micro_batch_size):
+        items = [sample(start + j + k) for k in range(par.micro_batch_size)]
+        out.append({k: torch.stack([it[k] for it in items]) for k in items[0]})
+    return out
+
+
+def _last_stage_mean(value: float | None) -> float:
+    """Average a value held by the last pipeline stage's ranks, visible on every rank."""
+    from megatron.core import parallel_state as ps
+
+    last = ps.is_pipeline_last_stage()
+    t = torch.tensor([value if (last and value is not None) else 0.0, 1.0 if last else 0.0], dtype=torch.float64)
+    torch.distributed.all_reduce(t)
+    return (t[0] / t[1]).item()
+
+
+def run_batches(ddp, batches: list[dict], seq_length: int, forward_only: bool) -> float:
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    fb = get_forward_backward_func()
+    losses = fb(forward_step_func=_forward_step, data_iterator=iter(batches), model=[ddp],
+                num_microbatches=len(batches), seq_length=seq_length, micro_batch_size=batches[0]["tokens"].shape[0],
+                forward_only=forward_only)
+    local = None
+    if losses:
+        local = float(torch.stack([x["lm loss"] for x in losses]).mean())
+    return _last_stage_mean(local)
+
+
+def train_step(ddp, optimizer, scheduler, batches: list[dict], seq_length: int, global_batch_size: int) -> dict:
+    ddp.zero_grad_buffer()
+    optimizer.zero_grad()
+    t0 = time.perf_counter()
+    loss = run_batches(ddp, batches, seq_length, forward_only=False)
+    ok, grad_norm, _ = optimizer.step()
+    if ok:
+        scheduler.step(increment=global_batch_size)
+    return {"loss": loss, "grad_norm": float(grad_norm) if grad_norm is not None else math.nan,
+            "lr": optimizer.param_groups[0]["lr"], "skipped": not ok, "step_s": time.perf_counter() - t0}
+
+
+@torch.no_grad()
+def eval_loss(ddp, batches: list[dict], seq_length: int) -> float:
+    ddp.eval()
+    try:
+        return run_batches(ddp, batches, seq_length, forward_only=True)
+    finally:
+        ddp.train()
+
+
+def fmt_time(s: float) -> str:
+    s = int(max(s, 0))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def log_line(step: int, total: int, m: dict, tokens_per_step: int, elapsed: float, done_steps: int) -> str:
+    """The one greppable line rank 0 prints per step."""
+    rate = tokens_per_step * done_steps / max(elapsed, 1e-9)
+    eta = (total - step) * elapsed / max(done_steps, 1)
+    return (f"step {step}/{total} | loss {m['loss']:.5f} | lr {m['lr']:.2e} | grad_norm {m['grad_norm']:.3f} | "
+            f"tok/s {rate:.0f} | elapsed {fmt_time(elapsed)} | eta {fmt_time(eta)}")
