@@ -1,0 +1,423 @@
+"""One sandbox slot: a uid, a work dir, cgroups, and the code that runs one process tree in them.
+
+`Slot.run(task)` = prepare (cgroup limits, fresh work dir, files) -> spawn (tier argv + child setup)
+-> supervise (pidfd, pipes with caps, wall deadline) -> kill everything left of the slot -> reap ->
+diff/collect -> wipe. Any exception of ours becomes `Result.infra_error`, never a task failure.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+
+from . import syscalls
+from .cgroups import SlotCgroup
+from .result import Result
+from .task import Limits, Task
+from .tiers import BASE_ENV, bwrap_argv
+from .workdir import WorkDir
+
+NPROC_OVERHEAD = 4          # bwrap outer + pid-1 init + slack, counted against the slot uid
+HIDE_UNSHARE = ["/root", "/home", "/work", "/mnt", "/media", "/srv", "/opt"]
+KILL_GRACE_S = 2.0          # after SIGKILL a tree is gone in ms; beyond this it is an infra error
+
+
+@dataclass
+class Runtime:
+    """Pool-wide settings every slot shares (built once by the probe)."""
+    tier: str                                   # "bwrap" | "unshare" | "rlimit"
+    bwrap: str | None                           # bwrap binary readable by slot uids
+    etc_dir: str | None                         # synthetic /etc for bwrap
+    bpf_files: dict[bool, str]                  # network flag -> BPF file for bwrap --seccomp
+    seccomp: dict[bool, syscalls.SeccompProgram]  # network flag -> program loaded by prctl (other tiers)
+    env_hash: str = ""
+    is_root: bool = True
+    start_sem: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(2))
+    active_mains: set[int] = field(default_factory=set)   # pids a slot thread will wait4 itself
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class Proc:
+    """A spawned sandbox process and the fds the supervisor watches."""
+    popen: subprocess.Popen
+    pidfd: int
+    status_r: int | None
+    t0: float
+
+
+class Slot:
+    def __init__(self, index: int, uid: int, state_dir: str, rt: Runtime, cg_name: str):
+        self.index, self.uid, self.rt = index, uid, rt
+        self.dir = os.path.join(state_dir, f"slot{index}")
+        os.makedirs(self.dir, exist_ok=True)
+        os.chmod(self.dir, 0o711)
+        self.work = WorkDir(os.path.join(self.dir, "work"), uid, uid, use_tmpfs=rt.is_root)
+        self.cg = SlotCgroup(cg_name) if rt.is_root else None
+        self.work.fresh(Limits().disk_mb)
+        self.busy = False
+
+    # ---- child setup ------------------------------------------------------------------------
+    def _rlimits(self, lim: Limits) -> list[tuple[int, int, int]]:
+        cpu = math.ceil(lim.cpu_s)
+        out = [(resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_FSIZE, lim.file_size_mb << 20, lim.file_size_mb << 20),
+               (resource.RLIMIT_NOFILE, lim.nofile, lim.nofile), (resource.RLIMIT_CORE, 0, 0)]
+        if self.rt.is_root:  # NPROC counts per real uid: only meaningful once we drop to the slot uid
+            out.append((resource.RLIMIT_NPROC, lim.nproc + NPROC_OVERHEAD, lim.nproc + NPROC_OVERHEAD))
+        if not (self.cg and "memory" in self.cg.dirs):  # no memory cgroup: cap address space instead
+            out.append((resource.RLIMIT_AS, (lim.memory_mb + 64) << 20, (lim.memory_mb + 64) << 20))
+        return out
+
+    def _preexec(self, lim: Limits):
+        cg_files = self.cg.join_fds() if self.cg else []
+        rl = self._rlimits(lim)
+        uid, drop = self.uid, self.rt.is_root
+        prog = self.rt.seccomp.get(lim.network) if self.rt.tier != "bwrap" else None
+        unshare_tier = self.rt.tier == "unshare"
+        tmp_opts = f"size={lim.disk_mb}m,mode=1777"
+        hide = [d for d in HIDE_UNSHARE if os.path.isdir(d) and not self.dir.startswith(d + "/")]
+        tmpdirs = [d for d in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(d)]
+
+        def pre() -> None:  # runs in the child between fork and exec: syscalls only
+            pid = str(os.getpid()).encode()
+            for f in cg_files:
+                fd = os.open(f, os.O_WRONLY)
+                os.write(fd, pid)
+                os.close(fd)
+            if unshare_tier:
+                flags = syscalls.CLONE_NEWNS | syscalls.CLONE_NEWIPC | syscalls.CLONE_NEWUTS
+                if not lim.network:
+                    flags |= syscalls.CLONE_NEWNET
+                syscalls.unshare(flags)
+                syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
+                for d in tmpdirs:
+                    syscalls.mount("sandbox", d, "tmpfs", syscalls.MS_NOSUID | syscalls.MS_NODEV, tmp_opts)
+                for d in hide:
+                    syscalls.mount("sandbox", d, "tmpfs", syscalls.MS_RDONLY | syscalls.MS_NOSUID, "size=4k,mode=755")
+            for res, soft, hard in rl:
+                resource.setrlimit(res, (soft, hard))
+            if drop:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+            if prog is not None:
+                prog.load()
+        return pre
+
+    def _env(self, task_env: dict[str, str], lim: Limits) -> dict[str, str]:
+        home = "/work" if self.rt.tier == "bwrap" else self.work.path
+        env = dict(BASE_ENV, HOME=home, TMPDIR="/tmp", USER="sandbox")
+        env.update(task_env)
+        return env
+
+    # ---- spawn / supervise / kill -------------------------------------------------------------
+    def spawn(self, argv: list[str], env: dict[str, str], lim: Limits, stdin_pipe: bool) -> Proc:
+        rt = self.rt
+        status_r = None
+        close_after: list[int] = []
+        if rt.tier == "bwrap":
+            status_r, status_w = os.pipe()
+            sfd = os.open(rt.bpf_files[lim.network], os.O_RDONLY) if lim.network in rt.bpf_files else None
+            close_after = [status_w] + ([sfd] if sfd is not None else [])
+            full = bwrap_argv(rt.bwrap or "bwrap", rt.etc_dir or "/nonexistent", self.work.path, lim.disk_mb,
+                              lim.network, status_w, sfd) + argv
+            cwd = None
+        else:
+            full, cwd = argv, self.work.path
+        try:
+            with rt.start_sem:   # bounds sandboxes being set up at once (fork + namespace setup)
+                t0 = time.monotonic()
+                p = subprocess.Popen(full, stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+                                     pass_fds=close_after, start_new_session=True, close_fds=True,
+                                     preexec_fn=self._preexec(lim))
+                with rt.lock:
+                    rt.active_mains.add(p.pid)
+        except BaseException:
+            if status_r is not None:
+                os.close(status_r)
+            raise
+        finally:
+            for fd in close_after:
+                os.close(fd)
+        return Proc(p, os.pidfd_open(p.pid), status_r, t0)
+
+    def kill_all(self, proc: Proc | None = None) -> None:
+        """SIGKILL the task's process group and every process of the slot (cgroup or uid)."""
+        if proc is not None and proc.popen.returncode is None:
+            try:
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.cg and self.cg.dirs:
+            self.cg.kill()
+        elif self.rt.is_root:
+            self._kill_uid()
+
+    def _kill_uid(self) -> None:
+        """kill(-1) as the slot uid signals exactly the processes of that uid (fallback without cgroups)."""
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setresuid(self.uid, self.uid, self.uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+
+    def _leftovers(self) -> set[int]:
+        if self.cg and self.cg.dirs:
+            return self.cg.pids()
+        return set()
+
+    def reap_orphans(self, timeout_s: float = 1.0) -> int:
+        """Reap zombies of this slot's uid re-parented to us (we are the child subreaper)."""
+        end, reaped = time.monotonic() + timeout_s, 0
+        while True:
+            pending = []
+            for pid in _our_children():
+                with self.rt.lock:
+                    if pid in self.rt.active_mains:
+                        continue
+                try:
+                    if os.stat(f"/proc/{pid}").st_uid != self.uid:
+                        continue
+                    if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                        pending.append(pid)
+                    else:
+                        reaped += 1
+                except (OSError, ChildProcessError):
+                    pass
+            if not pending or time.monotonic() > end:
+                return reaped
+            time.sleep(0.002)
+
+    def supervise(self, proc: Proc, stdin: bytes, lim: Limits, deadline: float,
+                  on_status=None) -> dict:
+        """Feed stdin, collect capped output, enforce the deadline, wait for exit. Returns raw facts."""
+        p = proc.popen
+        sel = selectors.DefaultSelector()
+        sel.register(proc.pidfd, selectors.EVENT_READ, "exit")
+        bufs = {"out": bytearray(), "err": bytearray()}
+        seen = {"out": 0, "err": 0}
+        cap, drain_cap = lim.output_bytes, 16 * lim.output_bytes + (16 << 20)
+        sel.register(p.stdout, selectors.EVENT_READ, "out")
+        sel.register(p.stderr, selectors.EVENT_READ, "err")
+        if proc.status_r is not None:
+            sel.register(proc.status_r, selectors.EVENT_READ, "status")
+        stdin_view = memoryview(stdin)
+        if p.stdin is not None:
+            if stdin_view:
+                os.set_blocking(p.stdin.fileno(), False)
+                sel.register(p.stdin, selectors.EVENT_WRITE, "in")
+            else:
+                p.stdin.close()
+        status_buf = bytearray()
+        wait_status, rusage, t_exit = None, None, None
+        timed_out, kill_at, end_by = False, None, None
+        open_pipes = {"out", "err"}
+        try:
+            while True:
+                now = time.monotonic()
+                if wait_status is not None and not open_pipes:
+                    break
+                if end_by is not None and now >= end_by:
+                    break  # pipes still held open after everything was killed: give up on them
+                if not timed_out and now >= deadline:
+                    timed_out, kill_at = True, now
+                    self.kill_all(proc)
+                    end_by = now + KILL_GRACE_S
+                nxt = [t for t in (None if timed_out else deadline, end_by) if t is not None]
+                events = sel.select(timeout=max(0.0, min(nxt) - now) if nxt else None)
+                for key, _ in events:
+                    tag = key.data
+                    if tag == "exit":
+                        _, st, ru = os.wait4(p.pid, 0)
+                        t_exit = time.monotonic()
+                        wait_status, rusage = st, ru
+                        p.returncode = _returncode(st)
+                        with self.rt.lock:
+                            self.rt.active_mains.discard(p.pid)
+                        sel.unregister(proc.pidfd)
+                        if self._leftovers() or self.rt.tier != "bwrap":
+                            self.kill_all()
+                        end_by = min(end_by or math.inf, time.monotonic() + KILL_GRACE_S)
+                    elif tag in ("out", "err"):
+                        data = os.read(key.fd, 65536)
+                        if not data or seen[tag] + len(data) > drain_cap:
+                            sel.unregister(key.fileobj)
+                            key.fileobj.close()
+                            open_pipes.discard(tag)
+                            seen[tag] += len(data)
+                            continue
+                        seen[tag] += len(data)
+                        b = bufs[tag]
+                        if len(b) <= cap:
+                            b += data[: cap + 1 - len(b)]
+                    elif tag == "in":
+                        try:
+                            n = os.write(key.fd, stdin_view[:65536])
+                            stdin_view = stdin_view[n:]
+                        except (BrokenPipeError, OSError):
+                            stdin_view = stdin_view[:0]
+                        if not stdin_view:
+                            sel.unregister(key.fileobj)
+                            key.fileobj.close()
+                    elif tag == "status":
+                        chunk = os.read(key.fd, 4096)
+                        if not chunk:
+                            sel.unregister(key.fd)
+                        else:
+                            status_buf += chunk
+                            if on_status:
+                                on_status(bytes(status_buf))
+        finally:
+            sel.close()
+            for f in (p.stdin, p.stdout, p.stderr):
+                if f is not None and not f.closed:
+                    f.close()
+            os.close(proc.pidfd)
+            if proc.status_r is not None:
+                os.close(proc.status_r)
+            if wait_status is None:  # never saw the exit: make sure it is dead and reaped
+                self.kill_all(proc)
+                try:
+                    _, wait_status, rusage = os.wait4(p.pid, 0)
+                    t_exit = time.monotonic()
+                    p.returncode = _returncode(wait_status)
+                except ChildProcessError:
+                    pass
+                with self.rt.lock:
+                    self.rt.active_mains.discard(p.pid)
+        return {"status": wait_status, "rusage": rusage, "t_exit": t_exit or time.monotonic(),
+                "timed_out": timed_out, "kill_at": kill_at, "out": bytes(bufs["out"]), "err": bytes(bufs["err"]),
+                "status_json": bytes(status_buf)}
+
+    # ---- one task ------------------------------------------------------------------------------
+    def run(self, task: Task) -> Result:
+        lim = task.limits
+        base = dict(tier=self.rt.tier, env_hash=self.rt.env_hash, task_hash=task.hash(), task_id=task.id)
+        try:
+            self.prepare(lim, task.files)
+            before = self.work.snapshot()
+        except Exception as e:  # noqa: BLE001
+            return Result.infra(f"slot {self.index} setup failed: {e}", **base)
+        try:
+            stdin = task.stdin.encode() if isinstance(task.stdin, str) else task.stdin
+            try:
+                proc = self.spawn(task.argv(), self._env(task.env, lim), lim, stdin_pipe=bool(stdin))
+            except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
+                # the task's command could not be exec'd (non-bwrap tiers raise in the parent): a task error
+                return Result(exit_code=127 if isinstance(e, FileNotFoundError) else 126,
+                              stderr=f"sandbox: cannot execute {task.argv()[0]!r}: {e.strerror}\n", **base)
+            except subprocess.SubprocessError as e:
+                return Result.infra(f"sandbox child setup failed ({self.rt.tier}): {e}", **base)
+            facts = self.supervise(proc, stdin, lim, proc.t0 + lim.wall_s)
+            r = self.finish(proc, facts, lim, base)
+            if r.infra_error is None:
+                after = self.work.snapshot()
+                r.files = WorkDir.diff(before, after)
+                for rel in task.collect:
+                    text = self.work.read(rel, lim.collect_bytes)
+                    if text is not None:
+                        r.read_files[rel] = text
+            return r
+        except Exception as e:  # noqa: BLE001
+            return Result.infra(f"slot {self.index}: {type(e).__name__}: {e}", **base)
+        finally:
+            self.cleanup()
+
+    def prepare(self, lim: Limits, files: dict[str, str | bytes]) -> None:
+        if self.cg:
+            mem = (lim.memory_mb << 20) if "memory" in self.cg.dirs else None
+            self.cg.prepare(mem, lim.nproc + NPROC_OVERHEAD)
+        if not self.work.clean or self.work._size_mb != lim.disk_mb:
+            self.work.fresh(lim.disk_mb)
+        self.work.place(files)
+
+    def finish(self, proc: Proc, facts: dict, lim: Limits, base: dict) -> Result:
+        st, ru = facts["status"], facts["rusage"]
+        r = Result(**base)
+        r.wall_s = facts["t_exit"] - proc.t0
+        r.timed_out = facts["timed_out"]
+        out, err = facts["out"], facts["err"]
+        r.stdout_truncated, r.stderr_truncated = len(out) > lim.output_bytes, len(err) > lim.output_bytes
+        r.stdout = out[: lim.output_bytes].decode("utf-8", errors="replace")
+        r.stderr = err[: lim.output_bytes].decode("utf-8", errors="replace")
+        if st is None:
+            r.infra_error = "sandbox process vanished without an exit status"
+            return r
+        if os.WIFSIGNALED(st):
+            r.signal = os.WTERMSIG(st)
+        else:
+            code = os.WEXITSTATUS(st)
+            if self.rt.tier == "bwrap":
+                if b"child-pid" not in facts["status_json"] and not r.timed_out:
+                    r.infra_error = f"bwrap failed to start the sandbox: {r.stderr.strip()[-500:]}"
+                    return r
+                if code == 1 and r.stderr.startswith("bwrap: execvp "):
+                    code = 127          # command not found, as a shell and the other tiers report it
+                elif 128 < code <= 128 + 64:   # bwrap reports a signal death of the task as 128+sig
+                    r.signal = code - 128
+                    code = None
+            r.exit_code = code
+        cg_cpu = self.cg.cpu_s() if self.cg else None
+        r.cpu_s = cg_cpu if cg_cpu is not None else (ru.ru_utime + ru.ru_stime if ru else 0.0)
+        cg_mem = self.cg.peak_memory_mb() if self.cg else None
+        r.peak_memory_mb = cg_mem if cg_mem is not None else (ru.ru_maxrss / 1024 if ru else 0.0)
+        if r.timed_out:
+            r.limit_hit = "wall"
+        elif r.signal in (signal.SIGXCPU, signal.SIGKILL) and r.cpu_s >= math.ceil(lim.cpu_s) - 0.05:
+            r.limit_hit = "cpu"
+        elif r.signal == signal.SIGKILL and self.cg and self.cg.memory_limit_hit():
+            r.limit_hit = "memory"
+        elif r.stdout_truncated or r.stderr_truncated:
+            r.limit_hit = "output"
+        return r
+
+    def cleanup(self) -> None:
+        """After every task: nothing of the slot uid may survive, zombies reaped, work dir wiped."""
+        left = self._leftovers()
+        if left or self.rt.tier != "bwrap" or not (self.cg and self.cg.dirs):
+            self.kill_all()
+            if self.cg and self.cg.dirs and not self.cg.wait_empty(KILL_GRACE_S):
+                raise RuntimeError(f"slot {self.index}: processes survive SIGKILL: {sorted(self.cg.pids())}")
+            if self.rt.tier != "bwrap":
+                self.reap_orphans()
+        self.work.fresh(self.work._size_mb or Limits().disk_mb)   # wipe now: no task data lingers
+
+    def close(self) -> None:
+        try:
+            self.kill_all()
+            if self.rt.tier != "bwrap":
+                self.reap_orphans(0.5)
+        finally:
+            self.work.close()
+            if self.cg:
+                self.cg.wait_empty(1.0)
+                self.cg.remove()
+
+
+def _returncode(st: int) -> int:
+    return -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
+
+
+def _our_children() -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/children") as fh:
+                    out.extend(int(x) for x in fh.read().split())
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
