@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from model.config import ParallelConfig
+from model.config import ConfigError, ParallelConfig
 
 
 @dataclass
@@ -36,6 +36,8 @@ def setup(model, optim: OptimConfig, total_steps: int, global_batch_size: int):
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
 
+    if optim.warmup_steps >= max(total_steps, 1):
+        raise ConfigError(f"optim.warmup_steps={optim.warmup_steps} must be < train steps={total_steps}")
     tc = model.config
     ddp = DistributedDataParallel(
         tc, DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,

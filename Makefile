@@ -1,0 +1,71 @@
+# Post-training chain: base -> sft -> rl -> eval -> serving. Targets are the stages' manifests, so
+# `make sft rl eval` builds only what is missing. `make help` lists everything.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
+.DEFAULT_GOAL := help
+
+RECIPE ?= tiny_cpu## recipe name: <stage>/recipes/$(RECIPE).yaml in every stage
+NPROC ?= 1## processes per node (torchrun) for training stages
+CKPT ?= checkpoints## where stage checkpoints go
+DATA ?= data## where datasets go
+RESULTS ?= results## where results go
+HF ?=## an HF checkpoint directory for `make import-base`
+PYTEST_ARGS ?=## extra pytest arguments, e.g. -k manifest
+
+PY := .venv/bin/python
+export PYTHONPATH := $(CURDIR)
+TCMALLOC := $(wildcard /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4)
+PRELOAD := $(if $(TCMALLOC),LD_PRELOAD=$(TCMALLOC) ,)
+LAUNCH = $(PRELOAD)$(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc) / $(NPROC) > 0 ? $$(nproc) / $(NPROC) : 1 )) $(PY) -m torch.distributed.run --standalone --nproc-per-node $(NPROC))
+SETUP_STAMP := .venv/.setup-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: help setup test test-fast demo base corpus tokenizer import-base bench-train bench-sandbox clean-checkpoints
+
+help: ## list targets and variables
+	@grep -E '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
+	@echo "variables:"
+	@grep -E '^[A-Z_]+ \?=' $(MAKEFILE_LIST) | sed -E 's/ \?=([^#]*)## ?/\t\1\t/' | awk -F'\t' '{printf "  %-10s default %-12s %s\n", $$1, ($$2 == "" ? "(none)" : $$2), $$3}'
+
+setup: $(SETUP_STAMP) ## create .venv with the pinned CPU environment (idempotent, fast when done)
+$(SETUP_STAMP): pyproject.toml
+	@command -v python3.11 >/dev/null || { echo "error: python3.11 not found; install Python 3.11 (pyproject requires it)" >&2; exit 1; }
+	test -x $(PY) || python3.11 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0  # the CPU wheel FIRST, so nothing can pull a CUDA build
+	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" > .venv/requirements.txt
+	$(PY) -m pip install -q -r .venv/requirements.txt
+	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true  # CUDA builds pulled by vllm break transformers
+	$(PY) -c "import torch, megatron.core, vllm, transformers, datasets; print('setup ok: torch', torch.__version__)"
+	rm -f .venv/.setup-* && touch $@
+
+test: setup ## run the test suite (what CI runs)
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+
+test-fast: setup ## the suite without tests marked slow
+	$(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS)
+
+demo: setup base ## the main job on the tiny default: base (grows with the chain)
+	@echo "demo done: $(CKPT)/base"
+
+corpus: $(DATA)/corpus/manifest.json ## base pretraining corpus (HF dataset)
+$(DATA)/corpus/manifest.json: | setup
+	$(PY) pretrain_ckpt/01_corpus.py --out $(DATA)/corpus
+
+tokenizer: $(CKPT)/tokenizer/manifest.json ## BPE tokenizer with the chat/tool special tokens
+$(CKPT)/tokenizer/manifest.json: $(DATA)/corpus/manifest.json
+	$(PY) pretrain_ckpt/02_tokenizer.py --in $(DATA)/corpus --out $(CKPT)/tokenizer
+
+base: $(CKPT)/base/manifest.json ## pretrain the tiny MoE base on Megatron-Core (resumes after a kill)
+$(CKPT)/base/manifest.json: $(CKPT)/tokenizer/manifest.json
+	$(LAUNCH) pretrain_ckpt/03_pretrain.py --corpus $(DATA)/corpus --tokenizer $(CKPT)/tokenizer --out $(CKPT)/base --recipe $(RECIPE)
+
+import-base: setup ## import an HF checkpoint (HF=dir) as the base instead of pretraining
+	@test -n "$(HF)" || { echo "error: set HF=<huggingface checkpoint dir> (config.json + *.safetensors)" >&2; exit 2; }
+	$(LAUNCH) pretrain_ckpt/04_import_hf.py --in $(HF) --out $(CKPT)/base
+
+bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU -> results/bench/train.json
+	$(PY) pretrain_ckpt/bench_train.py --out $(RESULTS)/bench/train.json
+
+clean-checkpoints: ## delete checkpoints/ and data/ (asks nothing: they are outputs)
+	rm -rf $(CKPT) $(DATA)

@@ -1,0 +1,71 @@
+"""Export a Megatron dist checkpoint (saved at any TP/PP/EP) to an HF directory, in one process.
+
+    python -m model.export --mcore checkpoints/sft/mcore --model-config checkpoints/sft/manifest.json \
+        --tokenizer checkpoints/tokenizer --out /tmp/hf
+
+Megatron reshards the torch_dist checkpoint into a TP=PP=EP=1 model on load; the HF mapping
+(model/hf_mapping.py) then renames and splits the fused tensors.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+
+def export(mcore_dir: Path, model_config: dict, out_dir: Path, tokenizer_dir: Path | None,
+           dtype: torch.dtype = torch.float32) -> None:
+    from model import checkpoint, hf_io, hf_mapping, parallel
+    from model.build import build_model
+    from model.config import ModelConfig, ParallelConfig
+
+    cfg = ModelConfig.from_dict(model_config)
+    par = ParallelConfig(micro_batch_size=1, global_batch_size=1)
+    parallel.init(par, cfg, seed=0)
+    model = build_model(cfg, par)
+    checkpoint.load_model_only(model, mcore_dir)
+    hf_io.save_hf(out_dir, hf_mapping.to_hf(checkpoint.full_state_dict(model), cfg), cfg, tokenizer_dir, dtype)
+    parallel.destroy()
+
+
+_DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+              "ROLE_RANK", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID")
+
+
+def export_in_subprocess(mcore_dir: Path, model_config_json: Path, out_dir: Path, tokenizer_dir: Path | None,
+                         dtype: str = "float32") -> None:
+    """Run the export as a fresh single process (a stage's own process groups are torchrun's)."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in _DIST_VARS}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-m", "model.export", "--mcore", str(mcore_dir), "--model-config", str(model_config_json),
+           "--out", str(out_dir), "--dtype", dtype] + (["--tokenizer", str(tokenizer_dir)] if tokenizer_dir else [])
+    subprocess.run(cmd, check=True, env=env)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mcore", type=Path, required=True, help="torch_dist checkpoint directory (a stage's mcore/)")
+    ap.add_argument("--model-config", type=Path, required=True,
+                    help="JSON with the model config, or a manifest.json holding it under model_config")
+    ap.add_argument("--tokenizer", type=Path, default=None, help="tokenizer directory to copy into the export")
+    ap.add_argument("--out", type=Path, required=True, help="HF output directory")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="dtype of the safetensors")
+    a = ap.parse_args(argv)
+    d = json.loads(a.model_config.read_text())
+    d = d.get("model_config", d)
+    try:
+        export(a.mcore, d, a.out, a.tokenizer, getattr(torch, a.dtype))
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Train the byte-level BPE tokenizer with the chat/tool special tokens of domains/chat.py.
+
+    python pretrain_ckpt/02_tokenizer.py --in data/corpus --out checkpoints/tokenizer --vocab-size 4096
+
+Saved as a transformers PreTrainedTokenizerFast directory (tokenizer.json + config + a chat template
+that renders exactly domains.chat.render), which transformers and vLLM load. The vocabulary size
+is a multiple of 128 so Megatron needs no padding at any TP size up to 128.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from domains import chat  # noqa: E402
+from model import manifest  # noqa: E402
+
+# Jinja version of domains.chat.render (tool calls as JSON with keys name, arguments).
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' }}"
+    "{% if m['role'] == 'tool' %}{{ '<tool_response>' + (m['content'] or '') + '</tool_response>' }}"
+    "{% else %}{{ m['content'] or '' }}{% endif %}"
+    "{% for c in (m.get('tool_calls') or []) %}{{ '<tool_call>{\"name\": ' + (c['name'] | tojson) + ', \"arguments\": '"
+    " + (c['arguments'] | tojson(sort_keys=True)) + '}</tool_call>' }}{% endfor %}"
+    "{{ '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--in", dest="inp", type=Path, required=True, help="corpus dataset directory (01_corpus.py)")
+    ap.add_argument("--out", type=Path, required=True, help="tokenizer output directory")
+    ap.add_argument("--vocab-size", type=int, default=4096, help="vocabulary size, a multiple of 128")
+    ap.add_argument("--max-chars", type=int, default=4_000_000, help="characters of the corpus to train on")
+    a = ap.parse_args(argv)
+    if a.vocab_size % 128:
+        print(f"error: --vocab-size={a.vocab_size} is not a multiple of 128 (Megatron TP padding); use e.g. "
+              f"{(a.vocab_size // 128 + 1) * 128}", file=sys.stderr)
+        return 2
+    try:
+        manifest.verify(a.inp, stage="corpus")
+    except manifest.CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    import datasets
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    ds = datasets.load_from_disk(str(a.inp / "train"))
+
+    def texts():
+        n = 0
+        for t in ds["text"]:
+            yield t
+            n += len(t)
+            if n >= a.max_chars:
+                return
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=a.vocab_size, special_tokens=chat.SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts(), trainer=trainer)
+    if tok.get_vocab_size() != a.vocab_size:
+        print(f"error: corpus too small for vocab {a.vocab_size} (got {tok.get_vocab_size()}); raise --max-chars",
+              file=sys.stderr)
+        return 2
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=chat.BOS, eos_token=chat.EOS,
+                                   pad_token=chat.PAD, additional_special_tokens=chat.SPECIAL_TOKENS[2:])
+    fast.chat_template = CHAT_TEMPLATE
+    tmp = manifest.staging_dir(a.out)
+    fast.save_pretrained(str(tmp))
+    # The template must render exactly what domains.chat renders (SFT, RL and serving share it).
+    sample = [{"role": "user", "content": "hi"},
+              {"role": "assistant", "content": "x", "tool_calls": [{"name": "f", "arguments": {"b": 1, "a": "z"}}]},
+              {"role": "tool", "name": "f", "content": "ok"}, {"role": "assistant", "content": "done"}]
+    rendered = PreTrainedTokenizerFast.from_pretrained(str(tmp)).apply_chat_template(sample, tokenize=False,
+                                                                                      add_generation_prompt=True)
+    if rendered != chat.render(sample, add_generation_prompt=True):
+        print(f"error: chat template disagrees with domains.chat.render:\n{rendered!r}", file=sys.stderr)
+        return 1
+    manifest.write_manifest(tmp, stage="tokenizer", parent=a.inp, config=vars(a) | {"inp": str(a.inp), "out": str(a.out)},
+                            seed=0, metrics={"vocab_size": tok.get_vocab_size()})
+    manifest.publish(tmp, a.out)
+    print(f"tokenizer: vocab {tok.get_vocab_size()} with {len(chat.SPECIAL_TOKENS)} special tokens -> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Import a HuggingFace checkpoint (Llama / Qwen2 / Qwen3 / Qwen3-MoE) as the base, the real-model path.
+
+    python pretrain_ckpt/04_import_hf.py --in /path/to/hf_model --out checkpoints/base
+    torchrun --nproc-per-node 8 pretrain_ckpt/04_import_hf.py --in /path/to/hf --out checkpoints/base --tp 2 --ep 4
+
+Each rank loads the safetensors and copies its own TP/PP/EP shard into a Megatron GPTModel
+(model/hf_mapping.py), then all ranks save one torch_dist checkpoint that later stages load at any
+layout. The output holds mcore/, hf/ (re-exported from the Megatron weights, so the mapping is
+checked end to end), tokenizer/ and manifest.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from model import checkpoint, hf_io, manifest  # noqa: E402
+from model.config import ConfigError, ParallelConfig  # noqa: E402
+from model.export import export_in_subprocess  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--in", dest="inp", type=Path, required=True, help="HF checkpoint dir (config.json, *.safetensors, tokenizer)")
+    ap.add_argument("--out", type=Path, required=True, help="output base checkpoint directory")
+    ap.add_argument("--tp", type=int, default=1, help="tensor parallel size used for the import")
+    ap.add_argument("--pp", type=int, default=1, help="pipeline parallel size used for the import")
+    ap.add_argument("--ep", type=int, default=1, help="expert parallel size used for the import")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="Megatron parameter dtype")
+    a = ap.parse_args(argv)
+    from model import hf_mapping, parallel
+    from model.build import build_model
+
+    try:
+        tensors, mcfg = hf_io.load_hf(a.inp)
+        if not (a.inp / "tokenizer.json").exists():
+            raise FileNotFoundError(f"{a.inp}/tokenizer.json not found: the base needs its tokenizer (save it with "
+                                    "tokenizer.save_pretrained into the same directory)")
+        par = ParallelConfig(tp=a.tp, pp=a.pp, ep=a.ep, sp=a.tp > 1 and mcfg.is_moe, micro_batch_size=1,
+                             global_batch_size=parallel.world_size() // (a.tp * a.pp) or 1)
+        parallel.init(par, mcfg, seed=0)
+        model = build_model(mcfg, par, getattr(torch, a.dtype))
+        hf_mapping.load_hf_into(model, tensors, mcfg)
+    except (FileNotFoundError, ConfigError, KeyError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    rank0 = parallel.is_rank0()
+    name = [str(manifest.staging_dir(a.out)) if rank0 else None]
+    torch.distributed.broadcast_object_list(name, src=0)
+    tmp = Path(name[0])
+    checkpoint.save_model_only(model, tmp / "mcore")
+    parallel.destroy()
+    if not rank0:
+        return 0
+    (tmp / "model_config.json").write_text(json.dumps(mcfg.to_dict(), indent=2))
+    shutil.copytree(a.inp, tmp / "tokenizer", ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "config.json",
+                                                                            "generation_config.json", "manifest.json"))
+    export_in_subprocess(tmp / "mcore", tmp / "model_config.json", tmp / "hf", tmp / "tokenizer", a.dtype)
+    source = {"path": str(a.inp), "config_sha256": manifest.sha256_file(a.inp / "config.json")}
+    manifest.write_manifest(tmp, stage="base", parent=None, config=vars(a) | {"inp": str(a.inp), "out": str(a.out)},
+                            seed=0, metrics={"parameters": mcfg.num_parameters()}, model_config=mcfg.to_dict(),
+                            extra={"imported_from": source})
+    manifest.publish(tmp, a.out)
+    print(f"imported {a.inp} ({mcfg.num_parameters() / 1e6:.1f}M parameters) -> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
