@@ -51,6 +51,6 @@ def observation(r: Any, n: int = 1500) -> str:
     """A sandbox Result as the tool observation the policy sees."""
     if getattr(r, "infra_error", None):
         return f"error: sandbox failure: {r.infra_error}"
-    out = clip((r.stdout or "") + (("\n" if r.stdout and r.stderr else "") + r.stderr if r.stderr else ""), n)
+    out = clip(((r.stdout or "").rstrip("\n") + ("\n" + r.stderr.rstrip("\n") if r.stderr else "")).strip("\n"), n)
     tail = " (timed out)" if r.timed_out else ""
     return f"{out}\n[exit code: {r.exit_code}{tail}]" if out else f"[exit code: {r.exit_code}{tail}]"

@@ -1,0 +1,81 @@
+"""Export layout/manifest/seed disjointness, and the CLI's outputs and exit codes."""
+import hashlib
+import json
+
+import pytest
+
+from domains import registry
+from domains.cli import main
+from domains.export import export, seeds_for
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("x") / "data"
+    ds = [d for d in registry().values() if d.family in ("math", "agent")]
+    m = export(str(out), ds, sft_per_domain=2, rl_per_domain=2, eval_per_domain=1, seed=3, max_difficulty=0)
+    return out, m, ds
+
+
+def test_export_writes_three_datasets_and_manifest(exported):
+    from datasets import load_from_disk
+    out, m, ds = exported
+    sft = load_from_disk(str(out / "sft"))
+    assert set(sft.column_names) == {"domain", "family", "split", "difficulty", "seed", "messages"}
+    assert set(load_from_disk(str(out / "rl")).column_names) >= {"task", "prompt"}
+    msgs = json.loads(sft[0]["messages"])
+    assert msgs[0]["role"] == "system" and msgs[-1]["role"] == "assistant"
+    assert m["stage"] == "data" and m["counts"]["sft"]["rows"] == len(sft)
+
+
+def test_export_manifest_hashes_every_file(exported):
+    out, m, _ = exported
+    files = [p for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"]
+    assert sorted(str(p.relative_to(out)) for p in files) == sorted(m["files"])
+    for p in files:
+        assert hashlib.sha256(p.read_bytes()).hexdigest() == m["files"][str(p.relative_to(out))]
+
+
+def test_export_train_sets_exclude_heldout_and_eval_includes_it(exported):
+    from datasets import load_from_disk
+    out, _, _ = exported
+    assert set(load_from_disk(str(out / "rl"))["split"]) == {"train"}
+    assert set(load_from_disk(str(out / "eval"))["split"]) == {"train", "heldout"}
+
+
+def test_eval_seeds_never_overlap_training_seeds(exported):
+    from datasets import load_from_disk
+    out, _, _ = exported
+    train = set(load_from_disk(str(out / "sft"))["seed"]) | set(load_from_disk(str(out / "rl"))["seed"])
+    assert not train & set(load_from_disk(str(out / "eval"))["seed"])
+    assert not set(seeds_for("eval", 0, 1000)) & (set(seeds_for("sft", 0, 1000)) | set(seeds_for("rl", 0, 1000)))
+
+
+def test_export_refuses_to_clobber_without_overwrite(exported):
+    out, _, ds = exported
+    with pytest.raises(FileExistsError):
+        export(str(out), ds[:1], 1, 1, 1, 0, 0)
+
+
+def test_cli_list_json_has_required_fields(capsys):
+    assert main(["list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) >= 200 and {"name", "family", "difficulties", "split", "needs_sandbox"} <= set(rows[0])
+
+
+def test_cli_sample_is_deterministic(capsys):
+    main(["sample", "docs.current_ratio", "--seed", "5", "--difficulty", "1"])
+    a = capsys.readouterr().out
+    main(["sample", "docs.current_ratio", "--seed", "5", "--difficulty", "1"])
+    assert a == capsys.readouterr().out and json.loads(a)["domain"] == "docs.current_ratio"
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(capsys):
+    assert main(["sample", "math.nope", "--seed", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown domain") and "\n" not in err
+
+
+def test_cli_check_on_pure_families_all_pass(capsys):
+    assert main(["check", "--families", "math,structured,retrieval,docs,scene,agent"]) == 0
+    assert "(100.0%)" in capsys.readouterr().out
