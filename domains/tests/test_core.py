@@ -92,3 +92,16 @@ def test_schema_does_not_coerce_types():
     assert validate(True, {"type": "number"}) and validate("3", {"type": "number"})
     assert validate(1.0, {"type": "integer"}) and not validate(3, {"type": "integer"})
     assert validate({"a": 1, "b": 2}, {"type": "object", "properties": {"a": {}}, "additionalProperties": False})
+
+
+def test_tasks_are_identical_across_processes_and_hash_seeds():
+    import os
+    import subprocess
+    import sys
+    code = ("import hashlib, domains\nh = hashlib.sha256()\n"
+            "for d in domains.registry().values():\n    for k in d.difficulties:\n"
+            "        h.update(d.generate(11, k).to_json().encode())\nprint(h.hexdigest())")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": s}).stdout for s in ("1", "2")}
+    assert len(outs) == 1
