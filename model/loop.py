@@ -1,0 +1,145 @@
+"""The resumable training run every training stage shares (base pretraining, SFT, ...).
+
+A stage supplies its data as `sample(i) -> dict of tensors` (see model/train.py) and how to
+initialise the model; this module does the rest, identically for every stage:
+  resolve + validate the recipe -> process groups -> model -> resume from `<out>.run/` or init ->
+  train with one log line per step, held-out loss, step checkpoints -> publish `<out>/` atomically
+  with mcore/, hf/, tokenizer/, config.yaml, model_config.json and manifest.json (written last).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from model import checkpoint, manifest, recipe
+from model.config import ConfigError, ModelConfig, ParallelConfig
+from model.train import OptimConfig
+
+TRAIN_DEFAULTS = {
+    "steps": 300,  # optimizer steps
+    "seq_length": 256,  # tokens per sequence
+    "seed": 1234,  # seeds init, data order and RNG
+    "save_every": 50,  # step checkpoint interval
+    "keep_steps": 2,  # step checkpoints kept in <out>.run
+    "eval_every": 100,  # held-out loss interval (0 = only at the end)
+    "eval_batches": 4,  # global batches of held-out data per evaluation
+    "dtype": "float32",  # float32 | bfloat16 (bf16 on GPU)
+}
+
+
+@dataclass
+class RunConfig:
+    cfg: dict  # the whole resolved recipe (written beside the checkpoint)
+    model: ModelConfig
+    parallel: ParallelConfig
+    optim: OptimConfig
+    train: dict = field(default_factory=dict)
+
+
+def resolve(stage_folder: str, recipe_name: str, overrides: list[str], model_dict: dict | None = None) -> RunConfig:
+    """Recipe + overrides -> validated configs. `model_dict` (from the parent checkpoint) wins over the recipe."""
+    cfg = recipe.load_recipe(stage_folder, recipe_name, overrides)
+    train = TRAIN_DEFAULTS | cfg.get("train", {})
+    unknown = set(train) - set(TRAIN_DEFAULTS)
+    if unknown:
+        raise ConfigError(f"unknown train keys {sorted(unknown)}: valid keys are {sorted(TRAIN_DEFAULTS)}")
+    cfg["train"] = train
+    if model_dict is not None:
+        cfg["model"] = model_dict
+    mcfg = ModelConfig.from_dict(cfg.get("model", {}))
+    par = ParallelConfig.from_dict(cfg.get("parallel", {}))
+    try:
+        optim = OptimConfig(**cfg.get("optim", {}))
+    except TypeError as e:
+        raise ConfigError(f"optim section: {e} (see model/train.py:OptimConfig for the fields)") from None
+    if optim.warmup_steps >= train["steps"]:
+        raise ConfigError(f"optim.warmup_steps={optim.warmup_steps} must be < train.steps={train['steps']}")
+    par.validate(mcfg, int(os.environ.get("WORLD_SIZE", "1")), train["seq_length"])
+    if train["seq_length"] > mcfg.max_position_embeddings:
+        raise ConfigError(f"train.seq_length={train['seq_length']} > model.max_position_embeddings="
+                          f"{mcfg.max_position_embeddings}")
+    return RunConfig(cfg, mcfg, par, optim, train)
+
+
+def run(rc: RunConfig, *, stage: str, out: Path, tokenizer_dir: Path, parent: Path | None,
+        prepare: Callable[[Path], tuple[Callable[[int], dict], Callable[[int], dict]]],
+        init: Callable[[torch.nn.Module], None], extra_manifest: dict | None = None,
+        extra_metrics: Callable[[], dict] | None = None) -> int:
+    """Train (or resume) and publish `out`. `prepare(run_dir)` returns (train_sample, val_sample) and may
+    cache data in run_dir (all ranks call it; write on rank 0, then barrier). `init(model)` fills a fresh
+    model (seeded init or the parent's weights); it is skipped when resuming."""
+    from model import parallel, train
+    from model.build import build_model
+    from model.export import export_in_subprocess
+
+    mcfg, par, optim, tr = rc.model, rc.parallel, rc.optim, rc.train
+    parallel.init(par, mcfg, seed=tr["seed"], seq_length=tr["seq_length"])
+    rank0 = parallel.is_rank0()
+    log = print if rank0 else (lambda *a, **k: None)
+    run_dir = out.with_name(out.name + ".run")
+    if rank0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    torch.distributed.barrier()
+    train_sample, val_sample = prepare(run_dir)
+    seq, gbs = tr["seq_length"], par.global_batch_size
+
+    model = build_model(mcfg, par, getattr(torch, tr["dtype"]))
+    ddp, opt, sched = train.setup(model, optim, tr["steps"], gbs)
+    start = 0
+    latest = checkpoint.latest_step(run_dir)
+    if latest is not None:
+        start = checkpoint.load_step(latest, ddp, opt, sched)["step"]
+        log(f"resumed from {latest} at step {start}", flush=True)
+    else:
+        init(model)
+    log(f"{stage}: {mcfg.num_parameters() / 1e6:.2f}M parameters ({mcfg.num_parameters(True) / 1e6:.2f}M active), "
+        f"TP={par.tp} PP={par.pp} EP={par.ep} DP={par.data_parallel_size(parallel.world_size())}, "
+        f"{tr['steps']} steps x {gbs} x {seq} tokens", flush=True)
+
+    def evaluate() -> float:
+        return float(np.mean([train.eval_loss(ddp, train.microbatches(val_sample, k, par), seq)
+                              for k in range(tr["eval_batches"])]))
+
+    total, t0, losses = tr["steps"], time.perf_counter(), []
+    for step in range(start, total):
+        m = train.train_step(ddp, opt, sched, train.microbatches(train_sample, step, par), seq, gbs)
+        losses.append(m["loss"])
+        log(train.log_line(step + 1, total, m, seq * gbs, time.perf_counter() - t0, step + 1 - start), flush=True)
+        if tr["eval_every"] and (step + 1) % tr["eval_every"] == 0 and step + 1 < total:
+            log(f"eval step {step + 1}/{total} | val_loss {evaluate():.5f}", flush=True)
+        if (step + 1) % tr["save_every"] == 0 and step + 1 < total:
+            checkpoint.save_step(run_dir, step + 1, ddp, opt, sched, {"step": step + 1})
+            checkpoint.prune_steps(run_dir, tr["keep_steps"])
+    val = evaluate()
+    wall = time.perf_counter() - t0
+    final_loss = losses[-1] if losses else None
+    log(f"done: final train loss {final_loss}, val_loss {val:.5f}, {train.fmt_time(wall)}", flush=True)
+
+    name = [str(manifest.staging_dir(out)) if rank0 else None]
+    torch.distributed.broadcast_object_list(name, src=0)
+    tmp = Path(name[0])
+    checkpoint.save_model_only(ddp, tmp / "mcore")
+    parallel.destroy()
+    if not rank0:
+        return 0
+    recipe.dump(rc.cfg, tmp / "config.yaml")
+    (tmp / "model_config.json").write_text(json.dumps(mcfg.to_dict(), indent=2))
+    export_in_subprocess(tmp / "mcore", tmp / "model_config.json", tmp / "hf", tokenizer_dir)
+    shutil.copytree(tokenizer_dir, tmp / "tokenizer", ignore=shutil.ignore_patterns("manifest.json"))
+    metrics = {"final_train_loss": final_loss, "val_loss": val, "steps": total, "resumed_at": start,
+               "tokens": total * gbs * seq, "wall_s_this_run": wall,
+               "tok_per_s_this_run": (total - start) * gbs * seq / max(wall, 1e-9), **(extra_metrics() if extra_metrics else {})}
+    manifest.write_manifest(tmp, stage=stage, parent=parent, config=rc.cfg, seed=tr["seed"], metrics=metrics,
+                            model_config=mcfg.to_dict(), extra=extra_manifest)
+    manifest.publish(tmp, out)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    print(f"{stage} checkpoint -> {out}", flush=True)
+    return 0
