@@ -117,7 +117,7 @@ class Pool:
                     self._make_slots(rt, n)
                 for s in self.slots:
                     s.rt = rt
-                if tier != "bwrap":  # orphans of a task re-parent to us, so we can reap them
+                if self.is_root:  # orphans of a task (and bwrap's init) re-parent to us, so we reap them
                     syscalls.set_child_subreaper()
                 r = self.slots[0].run(Task(cmd=["python3", "-c", PROBE_CODE], limits=Limits(wall_s=20)))
                 words = r.stdout.split()

@@ -123,7 +123,7 @@ class Session:
         before = self.slot.work.snapshot()
         if self.slot.cg:
             self.slot.cg.prepare((self.limits.memory_mb << 20) if "memory" in self.slot.cg.dirs else None,
-                                 self.limits.nproc + 4)
+                                 self.limits.nproc + self.slot.overhead)
         r = self._exchange(command, timeout_s)
         r.stderr = note + r.stderr
         r.files = WorkDir.diff(before, self.slot.work.snapshot())

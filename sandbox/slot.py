@@ -11,6 +11,7 @@ import math
 import os
 import resource
 import selectors
+import shutil
 import signal
 import subprocess
 import threading
@@ -24,7 +25,7 @@ from .task import Limits, Task
 from .tiers import BASE_ENV, bwrap_argv
 from .workdir import WorkDir
 
-NPROC_OVERHEAD = 4          # bwrap outer + pid-1 init + slack, counted against the slot uid
+NPROC_OVERHEAD = {"bwrap": 2}   # outer bwrap + its pid-1 init also run as the slot uid
 HIDE_UNSHARE = ["/root", "/home", "/work", "/mnt", "/media", "/srv", "/opt"]
 KILL_GRACE_S = 2.0          # after SIGKILL a tree is gone in ms; beyond this it is an infra error
 
@@ -64,13 +65,17 @@ class Slot:
         self.work.fresh(Limits().disk_mb)
         self.busy = False
 
+    @property
+    def overhead(self) -> int:
+        return NPROC_OVERHEAD.get(self.rt.tier, 0)
+
     # ---- child setup ------------------------------------------------------------------------
     def _rlimits(self, lim: Limits) -> list[tuple[int, int, int]]:
         cpu = math.ceil(lim.cpu_s)
         out = [(resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_FSIZE, lim.file_size_mb << 20, lim.file_size_mb << 20),
                (resource.RLIMIT_NOFILE, lim.nofile, lim.nofile), (resource.RLIMIT_CORE, 0, 0)]
         if self.rt.is_root:  # NPROC counts per real uid: only meaningful once we drop to the slot uid
-            out.append((resource.RLIMIT_NPROC, lim.nproc + NPROC_OVERHEAD, lim.nproc + NPROC_OVERHEAD))
+            out.append((resource.RLIMIT_NPROC, lim.nproc + self.overhead, lim.nproc + self.overhead))
         if not (self.cg and "memory" in self.cg.dirs):  # no memory cgroup: cap address space instead
             out.append((resource.RLIMIT_AS, (lim.memory_mb + 64) << 20, (lim.memory_mb + 64) << 20))
         return out
@@ -337,7 +342,7 @@ class Slot:
     def prepare(self, lim: Limits, files: dict[str, str | bytes]) -> None:
         if self.cg:
             mem = (lim.memory_mb << 20) if "memory" in self.cg.dirs else None
-            self.cg.prepare(mem, lim.nproc + NPROC_OVERHEAD)
+            self.cg.prepare(mem, lim.nproc + self.overhead)
         if not self.work.clean or self.work._size_mb != lim.disk_mb:
             self.work.fresh(lim.disk_mb)
         self.work.place(files)
@@ -374,7 +379,7 @@ class Slot:
         r.peak_memory_mb = cg_mem if cg_mem is not None else (ru.ru_maxrss / 1024 if ru else 0.0)
         if r.timed_out:
             r.limit_hit = "wall"
-        elif r.signal in (signal.SIGXCPU, signal.SIGKILL) and r.cpu_s >= math.ceil(lim.cpu_s) - 0.05:
+        elif r.signal == signal.SIGXCPU or (r.signal == signal.SIGKILL and r.cpu_s >= math.ceil(lim.cpu_s) - 0.05):
             r.limit_hit = "cpu"
         elif r.signal == signal.SIGKILL and self.cg and self.cg.memory_limit_hit():
             r.limit_hit = "memory"
@@ -389,15 +394,35 @@ class Slot:
             self.kill_all()
             if self.cg and self.cg.dirs and not self.cg.wait_empty(KILL_GRACE_S):
                 raise RuntimeError(f"slot {self.index}: processes survive SIGKILL: {sorted(self.cg.pids())}")
-            if self.rt.tier != "bwrap":
-                self.reap_orphans()
+        # bwrap's pid-1 init can outlive the outer bwrap for a moment; orphans re-parent to us
+        # (child subreaper) and must be reaped or they pin RLIMIT_NPROC of the slot uid.
+        self.reap_orphans()
+        if self.rt.tier == "rlimit" and self.rt.is_root:
+            self._remove_shared_tmp_files()
         self.work.fresh(self.work._size_mb or Limits().disk_mb)   # wipe now: no task data lingers
+
+    def _remove_shared_tmp_files(self) -> None:
+        """rlimit tier has no private /tmp: delete what the slot uid left in the shared temp dirs."""
+        for d in ("/tmp", "/var/tmp", "/dev/shm"):
+            try:
+                entries = list(os.scandir(d))
+            except OSError:
+                continue
+            for e in entries:
+                try:
+                    if e.stat(follow_symlinks=False).st_uid != self.uid:
+                        continue
+                    if e.is_dir(follow_symlinks=False):
+                        shutil.rmtree(e.path, ignore_errors=True)
+                    else:
+                        os.unlink(e.path)
+                except OSError:
+                    pass
 
     def close(self) -> None:
         try:
             self.kill_all()
-            if self.rt.tier != "bwrap":
-                self.reap_orphans(0.5)
+            self.reap_orphans(0.5)
         finally:
             self.work.close()
             if self.cg:

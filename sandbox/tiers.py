@@ -92,7 +92,7 @@ def bwrap_argv(bwrap: str, etc: str, work: str, limits_tmp_mb: int, network: boo
         if os.path.exists(p):
             a += ["--ro-bind", p, p]
     a += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits_tmp_mb << 20), "--tmpfs", "/tmp",
-          "--bind", work, "/work", "--chdir", "/work", "--json-status-fd", str(status_fd)]
+          "--bind", work, "/work", "--remount-ro", "/", "--chdir", "/work", "--json-status-fd", str(status_fd)]
     if seccomp_fd is not None:
         a += ["--seccomp", str(seccomp_fd)]
     return a + ["--"]
