@@ -103,16 +103,15 @@ def cmd_check(a) -> int:
     t0 = time.time()
     with _pool_for(ds, a.slots) as pool:
         res = run_check(ds, list(range(a.seeds)), pool, workers=a.slots or 2)
-    by = defaultdict(lambda: [0, 0, 0])
+    by = defaultdict(lambda: [0, 0])
     for r in res:
         by[r.family][0] += r.ok
         by[r.family][1] += 1
-        by[r.family][2] += 0
     for r in res:
         if not r.ok:
             print(f"FAIL {r.domain} d={r.difficulty} seed={r.seed}: {'; '.join(r.problems)}")
     n_dom = len({r.domain for r in res})
-    for f, (ok, n, _) in sorted(by.items()):
+    for f, (ok, n) in sorted(by.items()):
         print(f"{f:11s} {ok}/{n} checks passed")
     ok = sum(r.ok for r in res)
     print(f"check: {ok}/{len(res)} passed ({100.0 * ok / max(1, len(res)):.1f}%) over {n_dom} domains, "
