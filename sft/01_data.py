@@ -1,0 +1,111 @@
+"""Build the SFT dataset: mix demonstrations per family, apply the chat format, mask, pack.
+
+    python sft/01_data.py --in data/domains --base checkpoints/base --out data/sft --recipe tiny_cpu
+
+The recipe's `data:` block sets the mixture (weight per family), the number of demonstrations,
+the maximum conversation length and the pack length. Reads the `sft` split of a domains export
+(`python -m domains export`) and the base's tokenizer; writes DIR/{train,validation} (HF datasets
+of packs: input_ids, labels, loss_mask, doc_ids), DIR/stats.json (tokens per family, packing
+efficiency) and DIR/manifest.json last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model import manifest, recipe  # noqa: E402
+from model.config import ConfigError  # noqa: E402
+from sft.packing import pack, to_example, tokenize_conversation  # noqa: E402
+
+DATA_DEFAULTS = {
+    "mixture": {},  # family -> weight; empty = every family, equal weight
+    "num_demos": 2000,  # demonstrations drawn (with replacement when a family has fewer)
+    "max_length": 1024,  # drop conversations with more tokens than this
+    "pack_length": 1024,  # tokens per packed sequence (= train.seq_length)
+    "val_fraction": 0.05,  # packs held out for the held-out loss
+    "seed": 1234,  # sampling and order
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--in", dest="inp", type=Path, required=True, help="domains export directory (has sft/)")
+    ap.add_argument("--base", type=Path, required=True, help="base checkpoint (its tokenizer/ is used)")
+    ap.add_argument("--out", type=Path, required=True, help="output dataset directory")
+    ap.add_argument("--recipe", default="tiny_cpu", help="sft/recipes/<name>.yaml or a path")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a recipe value, e.g. --set data.num_demos=500")
+    a = ap.parse_args(argv)
+    try:
+        cfg = DATA_DEFAULTS | recipe.load_recipe("sft", a.recipe, a.overrides).get("data", {})
+        if set(cfg) - set(DATA_DEFAULTS):
+            raise ConfigError(f"unknown data keys {sorted(set(cfg) - set(DATA_DEFAULTS))}: valid {sorted(DATA_DEFAULTS)}")
+        manifest.verify(a.inp, stage="data")
+        manifest.verify(a.base)
+        if cfg["max_length"] > cfg["pack_length"]:
+            raise ConfigError(f"data.max_length={cfg['max_length']} > data.pack_length={cfg['pack_length']}")
+    except (ConfigError, manifest.CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    import datasets
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast.from_pretrained(str(a.base / "tokenizer"))
+    rows = datasets.load_from_disk(str(a.inp / "sft"))
+    by_family: dict[str, list[int]] = defaultdict(list)
+    for i, fam in enumerate(rows["family"]):
+        by_family[fam].append(i)
+    mixture = cfg["mixture"] or {f: 1.0 for f in by_family}
+    missing = sorted(set(mixture) - set(by_family))
+    if missing:
+        print(f"error: mixture names families {missing} absent from {a.inp}/sft (has {sorted(by_family)})",
+              file=sys.stderr)
+        return 2
+    rng = random.Random(cfg["seed"])
+    total_w = sum(mixture.values())
+    chosen: list[int] = []
+    for fam, w in sorted(mixture.items()):
+        n = round(cfg["num_demos"] * w / total_w)
+        pool = by_family[fam]
+        chosen += rng.sample(pool, n) if n <= len(pool) else [rng.choice(pool) for _ in range(n)]
+    rng.shuffle(chosen)
+
+    examples, fam_tokens, fam_trainable, too_long = [], Counter(), Counter(), 0
+    for i in chosen:
+        ids, mask = tokenize_conversation(tok, json.loads(rows[i]["messages"]))
+        if len(ids) > cfg["max_length"]:
+            too_long += 1
+            continue
+        fam = rows[i]["family"]
+        fam_tokens[fam] += len(ids)
+        fam_trainable[fam] += sum(mask)
+        examples.append(to_example(ids, mask))
+    n_val = max(1, int(len(examples) * cfg["val_fraction"]))
+    val_packs, _ = pack(examples[:n_val], cfg["pack_length"], tok.pad_token_id)
+    train_packs, st = pack(examples[n_val:], cfg["pack_length"], tok.pad_token_id)
+    stats = {"demonstrations": len(examples), "dropped_too_long": too_long, "train_packs": len(train_packs),
+             "validation_packs": len(val_packs), "packing_efficiency": st["packing_efficiency"],
+             "tokens_per_family": dict(sorted(fam_tokens.items())),
+             "trainable_tokens_per_family": dict(sorted(fam_trainable.items())), "mixture": mixture}
+    tmp = manifest.staging_dir(a.out)
+    for split, packs in (("train", train_packs), ("validation", val_packs)):
+        datasets.Dataset.from_list(packs).save_to_disk(str(tmp / split))
+    (tmp / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    manifest.write_manifest(tmp, stage="sft_data", parent=a.inp, config=cfg, seed=cfg["seed"], metrics=stats,
+                            extra={"base": {"path": str(a.base), "manifest_sha256": manifest.manifest_hash(a.base)}})
+    manifest.publish(tmp, a.out)
+    print(f"sft data: {len(examples)} demonstrations -> {len(train_packs)} train + {len(val_packs)} validation packs "
+          f"of {cfg['pack_length']} tokens, packing efficiency {st['packing_efficiency']:.1%} -> {a.out}")
+    for fam in sorted(fam_tokens):
+        print(f"  {fam:<12} tokens {fam_tokens[fam]:>8}  trainable {fam_trainable[fam]:>7}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
