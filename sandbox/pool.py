@@ -112,6 +112,7 @@ class Pool:
             rt = Runtime(tier=tier, bwrap=bwrap, etc_dir=etc, bpf_files=bpf_files, seccomp=progs,
                          is_root=self.is_root)
             rt.start_sem = threading.BoundedSemaphore(max_starting)
+            rt.setpriv = shutil.which("setpriv", path="/usr/bin:/bin") if os.environ.get("SANDBOX_NO_SETPRIV") != "1" else None
             try:
                 if not self.slots:
                     self._make_slots(rt, n)
