@@ -39,6 +39,6 @@ Tests:             .venv/bin/python -m pytest domains -q
 """
 from domains.core import Domain, Reward, Task, ToolEnv, ToolError
 from domains.registry import get, load_plugin, registry
-from domains.rollout import rollout
+from domains.rollout import rollout, rollout_batch
 
-__all__ = ["Domain", "Reward", "Task", "ToolEnv", "ToolError", "get", "load_plugin", "registry", "rollout"]
+__all__ = ["Domain", "Reward", "Task", "ToolEnv", "ToolError", "get", "load_plugin", "registry", "rollout", "rollout_batch"]

@@ -123,7 +123,10 @@ def cmd_check(a) -> int:
 
 
 def cmd_export(a) -> int:
+    import datasets
+
     from domains.export import export
+    datasets.disable_progress_bars()  # one summary line instead of a bar per split
     ds = _select(a.families, None)
     for n in ("sft_per_domain", "rl_per_domain", "eval_per_domain"):
         if getattr(a, n) < 0:
@@ -134,7 +137,8 @@ def cmd_export(a) -> int:
     with _pool_for(ds, a.slots) as pool:
         try:
             m = export(a.out, ds, a.sft_per_domain, a.rl_per_domain, a.eval_per_domain, a.seed, a.max_difficulty,
-                       pool=pool, overwrite=a.overwrite, config={k: v for k, v in vars(a).items() if k != "fn"})
+                       pool=pool, overwrite=a.overwrite, config={k: v for k, v in vars(a).items() if k != "fn"},
+                       workers=a.slots or 4)
         except FileExistsError as e:
             raise UsageError(str(e)) from None
     c = m["counts"]

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -56,30 +57,37 @@ def _sha256(p: Path) -> str:
     return h.hexdigest()
 
 
-def build_rows(domains: list[Domain], kind: str, per_domain: int, seed: int, max_difficulty: int, pool: Any) -> list[dict]:
-    rows = []
-    for d in domains:
-        levels = _levels(d, max_difficulty)
-        for i, s in enumerate(seeds_for(kind, seed, per_domain)):
-            t = d.generate(s, levels[i % len(levels)])
-            row = {"domain": d.name, "family": d.family, "split": d.split, "difficulty": t.difficulty, "seed": s}
-            if kind == "sft":
-                traj = d.solve(t, pool)
-                r = d.verify(t, traj, pool)
-                if not r.passed:  # never train on a demonstration its own verifier rejects
-                    raise RuntimeError(f"oracle demonstration failed verification: {d.name} seed {s}: {r.to_dict()}")
-                row["messages"] = json.dumps(t.messages + traj)
-            else:
-                row["task"] = t.to_json()
-                row["prompt"] = json.dumps(t.messages)
-            rows.append(row)
-    return rows
+def _row(d: Domain, kind: str, s: int, difficulty: int, pool: Any) -> dict:
+    t = d.generate(s, difficulty)
+    row = {"domain": d.name, "family": d.family, "split": d.split, "difficulty": t.difficulty, "seed": s}
+    if kind == "sft":
+        for _ in range(3):  # an infra_error says nothing about the demo: retry a transient sandbox failure
+            traj = d.solve(t, pool)
+            r = d.verify(t, traj, pool)
+            if not r.infra_error:
+                break
+        if not r.passed:  # never train on a demonstration its own verifier rejects
+            raise RuntimeError(f"oracle demonstration failed verification: {d.name} seed {s}: {r.to_dict()}")
+        row["messages"] = json.dumps(t.messages + traj)
+    else:
+        row["task"] = t.to_json()
+        row["prompt"] = json.dumps(t.messages)
+    return row
+
+
+def build_rows(domains: list[Domain], kind: str, per_domain: int, seed: int, max_difficulty: int, pool: Any,
+               workers: int = 4) -> list[dict]:
+    jobs = [(d, s, _levels(d, max_difficulty)[i % len(_levels(d, max_difficulty))])
+            for d in domains for i, s in enumerate(seeds_for(kind, seed, per_domain))]
+    if kind != "sft" or not any(d.needs_sandbox for d in domains):
+        return [_row(d, kind, s, k, pool) for d, s, k in jobs]
+    with ThreadPoolExecutor(max(1, workers)) as ex:  # sandbox demos wait on subprocesses; map keeps the order
+        return list(ex.map(lambda j: _row(j[0], kind, j[1], j[2], pool), jobs))
 
 
 def export(out: str, domains: list[Domain], sft_per_domain: int, rl_per_domain: int, eval_per_domain: int, seed: int,
-           max_difficulty: int, pool: Any = None, overwrite: bool = False, config: dict | None = None) -> dict:
-    from datasets import Dataset  # lazy: the library itself does not need datasets
-
+           max_difficulty: int, pool: Any = None, overwrite: bool = False, config: dict | None = None,
+           workers: int = 4) -> dict:
     dest = Path(out)
     if dest.exists() and any(dest.iterdir()):
         if not overwrite:
@@ -89,9 +97,21 @@ def export(out: str, domains: list[Domain], sft_per_domain: int, rl_per_domain: 
     tmp = dest.parent / f"{dest.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    try:
+        return _export_into(tmp, dest, domains, sft_per_domain, rl_per_domain, eval_per_domain, seed, max_difficulty,
+                            pool, config, workers)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # only left over if we failed before the rename
+
+
+def _export_into(tmp: Path, dest: Path, domains: list[Domain], sft_per_domain: int, rl_per_domain: int,
+                 eval_per_domain: int, seed: int, max_difficulty: int, pool: Any, config: dict | None,
+                 workers: int) -> dict:
+    from datasets import Dataset  # lazy: the library itself does not need datasets
+
     t0 = time.time()
     train = [d for d in domains if d.split == "train"]
-    parts = {"sft": build_rows(train, "sft", sft_per_domain, seed, max_difficulty, pool),
+    parts = {"sft": build_rows(train, "sft", sft_per_domain, seed, max_difficulty, pool, workers),
              "rl": build_rows(train, "rl", rl_per_domain, seed, max_difficulty, pool),
              "eval": build_rows(domains, "eval", eval_per_domain, seed, max_difficulty, pool)}
     counts: dict[str, Any] = {}
