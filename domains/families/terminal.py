@@ -3,9 +3,9 @@
 Tool: bash(command) in a persistent sandbox shell. The final message must be exactly "Done.".
 Verification: (1) replay the trajectory's commands in a fresh sandbox session, (2) snapshot the work dir,
 (3) in a second, fresh sandbox unpack the snapshot and run the hidden test (stdlib python) which reads a
-per-run nonce from stdin and prints it with its verdict. The agent never sees the hidden test; editing the
-visible self-check or writing a reward file changes nothing; scripts the agent writes are run on hidden inputs,
-so printing the expected output without computing it fails.
+per-run nonce from stdin and prints it with its verdict. The agent never sees the hidden test, and nothing it
+writes in the sandbox is trusted: fake test files, reward files or printed "passed" lines change nothing;
+scripts the agent writes are run on hidden inputs, so printing the expected output without computing it fails.
 Difficulty: 0 = tiny files and a one-line command; 1 = larger data; 2-3 = more steps and distractors, and the
 oracle's demonstrations sometimes mistype a file name first, read the error, diagnose it and fix it.
 
