@@ -121,21 +121,25 @@ class SlotCgroup:
                 pass
         return out
 
-    def kill(self) -> bool:
-        """Kill every process in the slot, escaped daemons included. Returns True when it could."""
+    def kill(self, exclude: set[int] = frozenset()) -> bool:
+        """Kill every process in the slot (escaped daemons included) except `exclude` (the slot's spawner)."""
         u = self.dirs.get("unified")
-        if u and _write(os.path.join(u, "cgroup.kill"), "1"):
+        if not exclude and u and _write(os.path.join(u, "cgroup.kill"), "1"):
             return True
-        for pid in self.pids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        for _ in range(4):   # a few rounds: a forking task may add processes between reads
+            victims = self.pids() - exclude
+            if not victims:
+                break
+            for pid in victims:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
         return bool(self.dirs)
 
-    def wait_empty(self, timeout_s: float = 2.0) -> bool:
+    def wait_empty(self, timeout_s: float = 2.0, exclude: set[int] = frozenset()) -> bool:
         end = time.monotonic() + timeout_s
-        while self.pids():
+        while self.pids() - exclude:
             if time.monotonic() > end:
                 return False
             time.sleep(0.002)

@@ -112,12 +112,16 @@ class Pool:
             rt = Runtime(tier=tier, bwrap=bwrap, etc_dir=etc, bpf_files=bpf_files, seccomp=progs,
                          is_root=self.is_root)
             rt.start_sem = threading.BoundedSemaphore(max_starting)
-            rt.setpriv = shutil.which("setpriv", path="/usr/bin:/bin") if os.environ.get("SANDBOX_NO_SETPRIV") != "1" else None
+            if os.environ.get("SANDBOX_NO_SPAWNER") != "1":   # escape hatch: force the Popen+preexec path
+                rt.setpriv = shutil.which("setpriv", path="/usr/bin:/bin")
+                rt.prlimit = shutil.which("prlimit", path="/usr/bin:/bin")
             try:
                 if not self.slots:
                     self._make_slots(rt, n)
                 for s in self.slots:
-                    s.rt = rt
+                    if s.rt is not rt:   # slots made for a tier that failed its probe
+                        s.rt = rt
+                        s.start_spawner()
                 if self.is_root:  # orphans of a task (and bwrap's init) re-parent to us, so we reap them
                     syscalls.set_child_subreaper()
                 r = self.slots[0].run(Task(cmd=["python3", "-c", PROBE_CODE], limits=Limits(wall_s=20)))

@@ -53,8 +53,10 @@ class Session:
         env = self.slot._env(dict(self.env, PS1="", PS2=""), self.limits)
         lim = self.limits
         self.proc = self.slot.spawn(["/bin/bash", "--noprofile", "--norc"], env, lim, stdin_pipe=True)
-        p = self.proc.popen
-        for f in (p.stdout, p.stderr):
+        # the bwrap status pipe stays open (closing it would SIGPIPE bwrap); its two lines fit the buffer
+        with self.slot.rt.lock:
+            self.slot.rt.active_mains.add(self.proc.pid)
+        for f in (self.proc.stdout, self.proc.stderr):
             os.set_blocking(f.fileno(), False)
         self._buf = {"out": bytearray(), "err": bytearray()}
         ready = self._exchange("true", 30.0)
@@ -67,26 +69,17 @@ class Session:
         if self.proc is None:
             return None
         proc, self.proc = self.proc, None
-        status = None
-        if proc.popen.poll() is None:   # poll() may reap it: then returncode holds the status
+        if not proc.poll():
             self.slot.kill_all(proc)
-            try:
-                status = os.wait4(proc.popen.pid, 0)[1]
-            except ChildProcessError:
-                pass
+            if hasattr(proc, "wait"):
+                proc.wait(2.0)
+            else:
+                proc.collect_exit()
+        proc.close()
         with self.slot.rt.lock:
-            self.slot.rt.active_mains.discard(proc.popen.pid)
-        for f in (proc.popen.stdin, proc.popen.stdout, proc.popen.stderr):
-            if f and not f.closed:
-                f.close()
-        os.close(proc.pidfd)
-        if proc.status_r is not None:
-            os.close(proc.status_r)
+            self.slot.rt.active_mains.discard(proc.pid)
         self.slot.kill_all()
-        if status is None and proc.popen.returncode is not None:
-            rc = proc.popen.returncode
-            return (-rc) if rc < 0 else (rc << 8)
-        return status
+        return proc.wait_status
 
     def close(self) -> None:
         if self.slot is None:
@@ -116,7 +109,7 @@ class Session:
             raise ValueError("Session.run(command) takes a shell command string")
         timeout_s = self.limits.wall_s if timeout_s is None else float(timeout_s)
         note = ""
-        if self.proc is None or self.proc.popen.poll() is not None:
+        if self.proc is None or self.proc.poll():
             self._stop_shell()
             self._start_shell()
             note = "sandbox: shell restarted; cwd and environment reset\n"
@@ -134,7 +127,7 @@ class Session:
         return r
 
     def _exchange(self, command: str, timeout_s: float) -> Result:
-        slot, lim, p = self.slot, self.limits, self.proc.popen
+        slot, lim, p = self.slot, self.limits, self.proc
         nonce = secrets.token_hex(8)
         b64 = base64.b64encode(command.encode()).decode()
         line = (f"eval \"$(printf %s {b64} | base64 -d)\" </dev/null; __sbx_rc=$?; "
@@ -159,7 +152,7 @@ class Session:
         sel = selectors.DefaultSelector()
         sel.register(p.stdout, selectors.EVENT_READ, "out")
         sel.register(p.stderr, selectors.EVENT_READ, "err")
-        sel.register(self.proc.pidfd, selectors.EVENT_READ, "exit")
+        sel.register(self.proc.exit_fd, selectors.EVENT_READ, "exit")
         deadline, hard_end, shell_died = t0 + timeout_s, None, False
         try:
             while got["out"] is None or got["err"] is None:
@@ -248,7 +241,7 @@ class Session:
             self._stop_shell()
             return
         for _ in range(5):   # a few rounds: a forking command may add processes between reads
-            victims = slot.cg.pids() - self.protected
+            victims = slot.cg.pids() - self.protected - slot._protected()
             if not victims:
                 return
             for pid in victims:

@@ -1,12 +1,16 @@
 """One sandbox slot: a uid, a work dir, cgroups, and the code that runs one process tree in them.
 
 `Slot.run(task)` = prepare (cgroup limits, fresh work dir, files) -> spawn (tier argv + child setup)
--> supervise (pidfd, pipes with caps, wall deadline) -> kill everything left of the slot -> reap ->
+-> supervise (exit fd, pipes with caps, wall deadline) -> kill everything left of the slot -> reap ->
 diff/collect -> wipe. Any exception of ours becomes `Result.infra_error`, never a task failure.
+
+Launch paths: bwrap as root goes through the slot's resident `Spawner` (born in the slot cgroups,
+posix_spawn of `prlimit ... setpriv --reuid ... bwrap ...`): no per-task cgroup migration and no
+Python fork. Other tiers use Popen + a preexec function (cgroup join, namespaces, rlimits, uid drop,
+seccomp) in the child.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import resource
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 
 from . import syscalls
 from .cgroups import SlotCgroup
+from .proc import BaseProc, DirectProc, Spawner, SpawnerProc
 from .result import Result
 from .task import Limits, Task
 from .tiers import BASE_ENV, bwrap_argv
@@ -40,19 +45,11 @@ class Runtime:
     seccomp: dict[bool, syscalls.SeccompProgram]  # network flag -> program loaded by prctl (other tiers)
     env_hash: str = ""
     is_root: bool = True
-    setpriv: str | None = None                  # util-linux setpriv: enables the vfork launch path
+    setpriv: str | None = None                  # util-linux setpriv + prlimit: enable the spawner launch path
+    prlimit: str | None = None
     start_sem: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(2))
     active_mains: set[int] = field(default_factory=set)   # pids a slot thread will wait4 itself
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-@dataclass
-class Proc:
-    """A spawned sandbox process and the fds the supervisor watches."""
-    popen: subprocess.Popen
-    pidfd: int
-    status_r: int | None
-    t0: float
 
 
 class Slot:
@@ -64,7 +61,17 @@ class Slot:
         self.work = WorkDir(os.path.join(self.dir, "work"), uid, uid, use_tmpfs=rt.is_root)
         self.cg = SlotCgroup(cg_name) if rt.is_root else None
         self.work.fresh(Limits().disk_mb)
-        self.busy = False
+        self.spawner: Spawner | None = None
+        self.start_spawner()
+
+    def start_spawner(self) -> None:
+        """bwrap as root: a resident spawner in the slot's cgroups (see spawner.py)."""
+        if self.spawner is not None:
+            self.spawner.close()
+            self.spawner = None
+        rt = self.rt
+        if rt.tier == "bwrap" and rt.is_root and rt.setpriv and rt.prlimit:
+            self.spawner = Spawner(self._join_cgroups)
 
     @property
     def overhead(self) -> int:
@@ -124,79 +131,108 @@ class Slot:
         return env
 
     # ---- spawn / supervise / kill -------------------------------------------------------------
-    def spawn(self, argv: list[str], env: dict[str, str], lim: Limits, stdin_pipe: bool) -> Proc:
+    def spawn(self, argv: list[str], env: dict[str, str], lim: Limits, stdin_pipe: bool) -> BaseProc:
         rt = self.rt
-        status_r = go_w = None
-        close_after: list[int] = []
-        preexec = self._preexec(lim)
+        with rt.start_sem:   # bounds sandboxes being set up at once
+            if self.spawner is not None:
+                return self._spawn_via_spawner(argv, env, lim, stdin_pipe)
+            return self._spawn_direct(argv, env, lim, stdin_pipe)
+
+    def _spawn_direct(self, argv: list[str], env: dict[str, str], lim: Limits, stdin_pipe: bool) -> DirectProc:
+        rt = self.rt
+        status_r = None
+        pass_fds: list[int] = []
         if rt.tier == "bwrap":
             status_r, status_w = os.pipe()
             sfd = os.open(rt.bpf_files[lim.network], os.O_RDONLY) if lim.network in rt.bpf_files else None
-            close_after = [status_w] + ([sfd] if sfd is not None else [])
+            pass_fds = [status_w] + ([sfd] if sfd is not None else [])
             full = bwrap_argv(rt.bwrap or "bwrap", rt.etc_dir or "/nonexistent", self.work.path, lim.disk_mb,
                               lim.network, status_w, sfd) + argv
             cwd = None
-            if rt.setpriv and rt.is_root:
-                # Fast path: no preexec_fn, so Popen can vfork (a Python fork + preexec costs ~6 ms).
-                # /bin/sh waits on a pipe while we put it in the cgroups and set its rlimits from here
-                # (prlimit), then execs setpriv, which drops to the slot uid and execs bwrap.
-                go_r, go_w = os.pipe()
-                close_after.append(go_r)
-                full = ["/bin/sh", "-c", f'read -r _ <&{go_r}; exec {go_r}<&-; exec "$0" "$@"', rt.setpriv,
-                        f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--"] + full
-                preexec = None
         else:
             full, cwd = argv, self.work.path
         try:
-            with rt.start_sem:   # bounds sandboxes being set up at once (fork + namespace setup)
-                t0 = time.monotonic()
-                p = subprocess.Popen(full, stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
-                                     pass_fds=close_after, start_new_session=True, close_fds=True,
-                                     preexec_fn=preexec)
-                with rt.lock:
-                    rt.active_mains.add(p.pid)
-                if go_w is not None:
-                    try:
-                        self._confine(p.pid, lim)
-                        os.write(go_w, b"go\n")
-                    except BaseException:
-                        p.kill()
-                        p.wait()
-                        with rt.lock:
-                            rt.active_mains.discard(p.pid)
-                        raise
+            t0 = time.monotonic()
+            p = subprocess.Popen(full, stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+                                 pass_fds=pass_fds, start_new_session=True, close_fds=True,
+                                 preexec_fn=self._preexec(lim))
         except BaseException:
             if status_r is not None:
                 os.close(status_r)
             raise
         finally:
-            for fd in close_after:
+            for fd in pass_fds:
                 os.close(fd)
-            if go_w is not None:
-                os.close(go_w)
-        return Proc(p, os.pidfd_open(p.pid), status_r, t0)
+        return DirectProc(p, status_r, t0)
 
-    def _confine(self, pid: int, lim: Limits) -> None:
-        """Cgroups + rlimits applied from outside to a child that has not started the task yet."""
+    def _spawn_via_spawner(self, argv: list[str], env: dict[str, str], lim: Limits, stdin_pipe: bool) -> SpawnerProc:
+        rt = self.rt
+        ours: list = []
+        theirs: list[int] = []
+        try:
+            if stdin_pipe:
+                r, w = os.pipe()
+                theirs.append(r)
+                ours.append(os.fdopen(w, "wb", buffering=0))
+            else:
+                theirs.append(os.open(os.devnull, os.O_RDONLY))
+                ours.append(None)
+            for _ in range(2):
+                r, w = os.pipe()
+                theirs.append(w)
+                ours.append(os.fdopen(r, "rb", buffering=0))
+            status_r, status_w = os.pipe()
+            theirs.append(status_w)
+            seccomp_fd = None
+            if lim.network in rt.bpf_files:
+                theirs.append(os.open(rt.bpf_files[lim.network], os.O_RDONLY))
+                seccomp_fd = 4
+            limits = [f"--{name}={soft}:{hard}" for name, soft, hard in self._rlimit_names(lim)]
+            full = ([rt.prlimit] + limits + [rt.setpriv, f"--reuid={self.uid}", f"--regid={self.uid}",
+                    "--clear-groups", "--"] +
+                    bwrap_argv(rt.bwrap or "bwrap", rt.etc_dir or "/nonexistent", self.work.path, lim.disk_mb,
+                               lim.network, 3, seccomp_fd) + argv)
+            t0 = time.monotonic()
+            pid = self.spawner.request(full, env, theirs)
+        except BaseException:
+            for f in ours:
+                if f is not None:
+                    f.close()
+            if "status_r" in locals():
+                os.close(status_r)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        return SpawnerProc(self.spawner, pid, ours[0], ours[1], ours[2], status_r, t0)
+
+    def _rlimit_names(self, lim: Limits) -> list[tuple[str, int, int]]:
+        names = {resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NOFILE: "nofile",
+                 resource.RLIMIT_CORE: "core", resource.RLIMIT_NPROC: "nproc", resource.RLIMIT_AS: "as"}
+        return [(names[r], soft, hard) for r, soft, hard in self._rlimits(lim)]
+
+    def _join_cgroups(self, pid: int) -> None:
         for f in (self.cg.join_fds() if self.cg else []):
             fd = os.open(f, os.O_WRONLY)
             try:
                 os.write(fd, str(pid).encode())
             finally:
                 os.close(fd)
-        for res, soft, hard in self._rlimits(lim):
-            resource.prlimit(pid, res, (soft, hard))
 
-    def kill_all(self, proc: Proc | None = None) -> None:
-        """SIGKILL the task's process group and every process of the slot (cgroup or uid)."""
-        if proc is not None and proc.popen.returncode is None:
-            try:
-                os.killpg(proc.popen.pid, signal.SIGKILL)
-            except OSError:
-                pass
+    def _protected(self) -> set[int]:
+        return {self.spawner.pid} if self.spawner is not None else set()
+
+    def kill_all(self, proc: BaseProc | None = None) -> None:
+        """SIGKILL the task's process group and every process of the slot (cgroup or uid), never the spawner."""
+        if proc is not None and not proc.exited:
+            for f in (os.killpg, os.kill):
+                try:
+                    f(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
         if self.cg and self.cg.dirs:
-            self.cg.kill()
+            self.cg.kill(exclude=self._protected())
         elif self.rt.is_root:
             self._kill_uid()
 
@@ -213,7 +249,7 @@ class Slot:
 
     def _leftovers(self) -> set[int]:
         if self.cg and self.cg.dirs:
-            return self.cg.pids()
+            return self.cg.pids() - self._protected()
         return set()
 
     def reap_orphans(self, timeout_s: float = 1.0) -> int:
@@ -238,34 +274,35 @@ class Slot:
                 return reaped
             time.sleep(0.002)
 
-    def supervise(self, proc: Proc, stdin: bytes, lim: Limits, deadline: float,
-                  on_status=None) -> dict:
+    def supervise(self, proc: BaseProc, stdin: bytes, lim: Limits, deadline: float) -> dict:
         """Feed stdin, collect capped output, enforce the deadline, wait for exit. Returns raw facts."""
-        p = proc.popen
+        if isinstance(proc, DirectProc):
+            with self.rt.lock:
+                self.rt.active_mains.add(proc.pid)
         sel = selectors.DefaultSelector()
-        sel.register(proc.pidfd, selectors.EVENT_READ, "exit")
+        sel.register(proc.exit_fd, selectors.EVENT_READ, "exit")
         bufs = {"out": bytearray(), "err": bytearray()}
         seen = {"out": 0, "err": 0}
         cap, drain_cap = lim.output_bytes, 16 * lim.output_bytes + (16 << 20)
-        sel.register(p.stdout, selectors.EVENT_READ, "out")
-        sel.register(p.stderr, selectors.EVENT_READ, "err")
+        sel.register(proc.stdout, selectors.EVENT_READ, "out")
+        sel.register(proc.stderr, selectors.EVENT_READ, "err")
         if proc.status_r is not None:
             sel.register(proc.status_r, selectors.EVENT_READ, "status")
         stdin_view = memoryview(stdin)
-        if p.stdin is not None:
+        if proc.stdin is not None:
             if stdin_view:
-                os.set_blocking(p.stdin.fileno(), False)
-                sel.register(p.stdin, selectors.EVENT_WRITE, "in")
+                os.set_blocking(proc.stdin.fileno(), False)
+                sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
             else:
-                p.stdin.close()
+                proc.stdin.close()
         status_buf = bytearray()
-        wait_status, rusage, t_exit = None, None, None
+        t_exit = None
         timed_out, kill_at, end_by = False, None, None
         open_pipes = {"out", "err"}
         try:
             while True:
                 now = time.monotonic()
-                if wait_status is not None and not open_pipes:
+                if proc.exited and not open_pipes:
                     break
                 if end_by is not None and now >= end_by:
                     break  # pipes still held open after everything was killed: give up on them
@@ -278,13 +315,9 @@ class Slot:
                 for key, _ in events:
                     tag = key.data
                     if tag == "exit":
-                        _, st, ru = os.wait4(p.pid, 0)
+                        proc.collect_exit()
                         t_exit = time.monotonic()
-                        wait_status, rusage = st, ru
-                        p.returncode = _returncode(st)
-                        with self.rt.lock:
-                            self.rt.active_mains.discard(p.pid)
-                        sel.unregister(proc.pidfd)
+                        sel.unregister(key.fileobj)
                         if self._leftovers() or self.rt.tier != "bwrap":
                             self.kill_all()
                         end_by = min(end_by or math.inf, time.monotonic() + KILL_GRACE_S)
@@ -304,7 +337,7 @@ class Slot:
                         try:
                             n = os.write(key.fd, stdin_view[:65536])
                             stdin_view = stdin_view[n:]
-                        except (BrokenPipeError, OSError):
+                        except OSError:
                             stdin_view = stdin_view[:0]
                         if not stdin_view:
                             sel.unregister(key.fileobj)
@@ -315,27 +348,19 @@ class Slot:
                             sel.unregister(key.fd)
                         else:
                             status_buf += chunk
-                            if on_status:
-                                on_status(bytes(status_buf))
         finally:
             sel.close()
-            for f in (p.stdin, p.stdout, p.stderr):
-                if f is not None and not f.closed:
-                    f.close()
-            os.close(proc.pidfd)
-            if proc.status_r is not None:
-                os.close(proc.status_r)
-            if wait_status is None:  # never saw the exit: make sure it is dead and reaped
+            if not proc.exited:  # never saw the exit: make sure it is dead and collected
                 self.kill_all(proc)
-                try:
-                    _, wait_status, rusage = os.wait4(p.pid, 0)
-                    t_exit = time.monotonic()
-                    p.returncode = _returncode(wait_status)
-                except ChildProcessError:
-                    pass
-                with self.rt.lock:
-                    self.rt.active_mains.discard(p.pid)
-        return {"status": wait_status, "rusage": rusage, "t_exit": t_exit or time.monotonic(),
+                if isinstance(proc, SpawnerProc):
+                    proc.wait(KILL_GRACE_S)
+                else:
+                    proc.collect_exit()
+                t_exit = time.monotonic()
+            proc.close()
+            with self.rt.lock:
+                self.rt.active_mains.discard(proc.pid)
+        return {"status": proc.wait_status, "usage": proc.usage, "t_exit": t_exit or time.monotonic(),
                 "timed_out": timed_out, "kill_at": kill_at, "out": bytes(bufs["out"]), "err": bytes(bufs["err"]),
                 "status_json": bytes(status_buf)}
 
@@ -381,8 +406,8 @@ class Slot:
             self.work.fresh(lim.disk_mb)
         self.work.place(files)
 
-    def finish(self, proc: Proc, facts: dict, lim: Limits, base: dict) -> Result:
-        st, ru = facts["status"], facts["rusage"]
+    def finish(self, proc: BaseProc, facts: dict, lim: Limits, base: dict) -> Result:
+        st, usage = facts["status"], facts["usage"]
         r = Result(**base)
         r.wall_s = facts["t_exit"] - proc.t0
         r.timed_out = facts["timed_out"]
@@ -408,9 +433,9 @@ class Slot:
                     code = None
             r.exit_code = code
         cg_cpu = self.cg.cpu_s() if self.cg else None
-        r.cpu_s = cg_cpu if cg_cpu is not None else (ru.ru_utime + ru.ru_stime if ru else 0.0)
+        r.cpu_s = cg_cpu if cg_cpu is not None else (usage.cpu_s if usage else 0.0)
         cg_mem = self.cg.peak_memory_mb() if self.cg else None
-        r.peak_memory_mb = cg_mem if cg_mem is not None else (ru.ru_maxrss / 1024 if ru else 0.0)
+        r.peak_memory_mb = cg_mem if cg_mem is not None else (usage.maxrss_mb if usage else 0.0)
         if r.timed_out:
             r.limit_hit = "wall"
         elif r.signal == signal.SIGXCPU or (r.signal == signal.SIGKILL and r.cpu_s >= math.ceil(lim.cpu_s) - 0.05):
@@ -426,7 +451,7 @@ class Slot:
         left = self._leftovers()
         if left or self.rt.tier != "bwrap" or not (self.cg and self.cg.dirs):
             self.kill_all()
-            if self.cg and self.cg.dirs and not self.cg.wait_empty(KILL_GRACE_S):
+            if self.cg and self.cg.dirs and not self.cg.wait_empty(KILL_GRACE_S, exclude=self._protected()):
                 raise RuntimeError(f"slot {self.index}: processes survive SIGKILL: {sorted(self.cg.pids())}")
         # bwrap's pid-1 init can outlive the outer bwrap for a moment; orphans re-parent to us
         # (child subreaper) and must be reaped or they pin RLIMIT_NPROC of the slot uid.
@@ -458,14 +483,13 @@ class Slot:
             self.kill_all()
             self.reap_orphans(0.5)
         finally:
+            if self.spawner is not None:
+                self.spawner.close()
+                self.spawner = None
             self.work.close()
             if self.cg:
                 self.cg.wait_empty(1.0)
                 self.cg.remove()
-
-
-def _returncode(st: int) -> int:
-    return -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
 
 
 def _our_children() -> list[int]:
