@@ -39,6 +39,8 @@ class Session:
     def __enter__(self) -> "Session":
         self.slot = self.pool._acquire()
         try:
+            if self.slot.spawner is not None and not self.slot.spawner.alive():
+                self.slot.start_spawner()
             self.slot.prepare(self.limits, self._files)
             self._start_shell()
         except BaseException:

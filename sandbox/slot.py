@@ -369,6 +369,8 @@ class Slot:
         lim = task.limits
         base = dict(tier=self.rt.tier, env_hash=self.rt.env_hash, task_hash=task.hash(), task_id=task.id)
         try:
+            if self.spawner is not None and not self.spawner.alive():   # killed from outside: replace it
+                self.start_spawner()
             self.prepare(lim, task.files)
             before = self.work.snapshot()
         except Exception as e:  # noqa: BLE001

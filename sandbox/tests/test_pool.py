@@ -139,3 +139,14 @@ def test_forced_unknown_tier_names_the_choices():
 def test_result_json_roundtrip_from_real_run(best_pool):
     r = best_pool.run(Task(script="echo hi > f", collect=["f"]))
     assert Result.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+
+
+def test_dead_spawner_is_replaced(best_pool):
+    slots = [s for s in best_pool.slots if s.spawner is not None]
+    if not slots:
+        pytest.skip("this tier/launch path has no spawner")
+    for s in slots:
+        s.spawner.popen.kill()
+        s.spawner.popen.wait()
+    rs = best_pool.map([Task(script="echo back")] * 4)
+    assert [r.stdout for r in rs] == ["back\n"] * 4
