@@ -66,6 +66,7 @@ class SlotCgroup:
                 continue  # kernel < 5.14: no cgroup.kill, fall back to kill-by-uid
             self.dirs[ctrl] = d
         self._mem_limit: int | None = None
+        self.baseline_bytes = 0
         self._pids_max: int | None = None
         if "memory" in self.dirs:
             _write(os.path.join(self.dirs["memory"], "memory.swappiness"), "0")
@@ -79,9 +80,13 @@ class SlotCgroup:
         """Set limits (only when changed) and reset the peak/CPU counters before a task."""
         m = self.dirs.get("memory")
         if m:
-            if memory_bytes != self._mem_limit:
-                _write(os.path.join(m, "memory.limit_in_bytes"), str(memory_bytes or -1))
-                self._mem_limit = memory_bytes
+            # what the idle slot already uses (its resident spawner) is not the task's: add it to the
+            # limit and subtract it from the peak
+            self.baseline_bytes = _read_int(os.path.join(m, "memory.usage_in_bytes")) or 0
+            limit = memory_bytes + self.baseline_bytes if memory_bytes else None
+            if limit is None or self._mem_limit is None or abs(limit - self._mem_limit) > (1 << 20):
+                _write(os.path.join(m, "memory.limit_in_bytes"), str(limit or -1))
+                self._mem_limit = limit
             _write(os.path.join(m, "memory.max_usage_in_bytes"), "0")
             _write(os.path.join(m, "memory.failcnt"), "0")
         p = self.dirs.get("pids")
@@ -104,7 +109,7 @@ class SlotCgroup:
     def peak_memory_mb(self) -> float | None:
         m = self.dirs.get("memory")
         v = _read_int(os.path.join(m, "memory.max_usage_in_bytes")) if m else None
-        return v / 2**20 if v is not None else None
+        return max(0, v - self.baseline_bytes) / 2**20 if v is not None else None
 
     def memory_limit_hit(self) -> bool:
         m = self.dirs.get("memory")

@@ -118,7 +118,7 @@ class Session:
         before = self.slot.work.snapshot()
         if self.slot.cg:
             self.slot.cg.prepare((self.limits.memory_mb << 20) if "memory" in self.slot.cg.dirs else None,
-                                 self.limits.nproc + self.slot.overhead)
+                                 self.limits.nproc + self.slot.overhead + (1 if self.slot.spawner else 0))
         r = self._exchange(command, timeout_s)
         r.stderr = note + r.stderr
         r.files = WorkDir.diff(before, self.slot.work.snapshot())

@@ -403,7 +403,7 @@ class Slot:
     def prepare(self, lim: Limits, files: dict[str, str | bytes]) -> None:
         if self.cg:
             mem = (lim.memory_mb << 20) if "memory" in self.cg.dirs else None
-            self.cg.prepare(mem, lim.nproc + self.overhead)
+            self.cg.prepare(mem, lim.nproc + self.overhead + (1 if self.spawner else 0))   # the spawner is in the pids cgroup
         if not self.work.clean or self.work._size_mb != lim.disk_mb:
             self.work.fresh(lim.disk_mb)
         self.work.place(files)

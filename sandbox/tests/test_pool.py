@@ -150,3 +150,32 @@ def test_dead_spawner_is_replaced(best_pool):
         s.spawner.popen.wait()
     rs = best_pool.map([Task(script="echo back")] * 4)
     assert [r.stdout for r in rs] == ["back\n"] * 4
+
+
+def test_sandboxes_starting_at_once_are_bounded():
+    import threading
+    import time as _time
+
+    from sandbox import Pool
+    with Pool(slots=4, max_starting=1) as pool:
+        live, peak, lock = [0], [0], threading.Lock()
+        for s in pool.slots:
+            orig = s._spawn_via_spawner if s.spawner is not None else s._spawn_direct
+
+            def counted(*a, _orig=orig, **k):
+                with lock:
+                    live[0] += 1
+                    peak[0] = max(peak[0], live[0])
+                try:
+                    _time.sleep(0.02)    # widen the window so an unbounded start would overlap
+                    return _orig(*a, **k)
+                finally:
+                    with lock:
+                        live[0] -= 1
+            if s.spawner is not None:
+                s._spawn_via_spawner = counted
+            else:
+                s._spawn_direct = counted
+        rs = pool.map([Task(cmd=["true"])] * 12)
+    assert all(r.exit_code == 0 for r in rs)
+    assert peak[0] == 1
