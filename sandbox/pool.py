@@ -67,6 +67,44 @@ def _exec_copy(bwrap: str, state_dir: str) -> str:
     return dst
 
 
+def _sweep_stale(root: str) -> None:
+    """Unmount and delete the state of pools whose process is gone (killed with SIGKILL, crashed)."""
+    import re
+
+    from .cgroups import _own_paths
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return
+    for name in entries:
+        m = re.fullmatch(r"p(\d+)-[0-9a-f]+", name)
+        if not m or os.path.exists(f"/proc/{m.group(1)}"):
+            continue
+        d = os.path.join(root, name)
+        for slot in sorted(os.listdir(d)):
+            work = os.path.join(d, slot, "work")
+            if os.path.ismount(work):
+                try:
+                    syscalls.umount(work)
+                except OSError:
+                    pass
+        shutil.rmtree(d, ignore_errors=True)
+        for parent in _own_paths().values():
+            for cg in (c for c in _listdir(parent) if c.startswith(f"sandbox-{name}-")):
+                try:
+                    os.rmdir(os.path.join(parent, cg))
+                except OSError:
+                    pass
+        log.info("sandbox: removed stale state of dead pool %s", name)
+
+
+def _listdir(d: str) -> list[str]:
+    try:
+        return os.listdir(d)
+    except OSError:
+        return []
+
+
 class Pool:
     def __init__(self, slots: int = 4, tier: str | None = "auto", max_starting: int | None = None,
                  audit_log: str | None = None, name: str | None = None):
@@ -79,6 +117,8 @@ class Pool:
             log.warning("sandbox: not root: no uid drop, no cgroups, no tmpfs work dirs; isolation is weak")
         self.name = name or f"p{os.getpid()}-{secrets.token_hex(3)}"
         self.state_dir = os.path.join(STATE_ROOT if self.is_root else os.path.expanduser("~/.cache/sandbox"), self.name)
+        if self.is_root:
+            _sweep_stale(STATE_ROOT)
         os.makedirs(self.state_dir, mode=0o711, exist_ok=True)
         os.chmod(self.state_dir, 0o711)
         self._leases = lease_uids(slots) if self.is_root else []

@@ -8,13 +8,15 @@ task is a posix_spawn (vfork speed) of `prlimit ... setpriv ... bwrap ...` by it
 Protocol over a SOCK_SEQPACKET socketpair (one task at a time per slot):
   parent -> {"argv", "env"} + fds [stdin, stdout, stderr, extra...]  (child gets them as 0, 1, 2, 3, ...)
   spawner -> {"pid"} or {"error"};  later  {"exit": wait_status, "utime", "stime", "maxrss_kb"}
-It is a child subreaper and reaps every orphan of its tasks before taking the next request.
+It is a child subreaper and reaps every orphan of its tasks before taking the next request. If the
+pool process dies (socket EOF) it kills the running task and exits, so no task outlives its pool.
 This file is run by path (`python -S spawner.py FD`) and imports only the standard library.
 """
 import ctypes
 import fcntl
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -52,7 +54,21 @@ def main() -> None:
             for fd in high:
                 os.close(fd)
         sock.send(json.dumps({"pid": pid}).encode())
-        while True:   # wait for the task; reap orphans (e.g. bwrap's pid-1 init) on the way
+        pidfd = os.pidfd_open(pid)
+        while True:   # the task ends, or the pool dies (socket EOF): then the task must die too
+            ready, _, _ = select.select([pidfd, sock], [], [])
+            if sock in ready and not sock.recv(1, socket.MSG_PEEK):
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                _reap_all()   # our init may not reap: leave no zombie of the slot uid behind
+                return
+            if pidfd in ready:
+                break
+        os.close(pidfd)
+        while True:   # collect the task; reap orphans (e.g. bwrap's pid-1 init) on the way
             try:
                 got, status, ru = os.wait4(-1, 0)
             except ChildProcessError:
@@ -64,11 +80,15 @@ def main() -> None:
         if ru is not None:
             out.update(utime=ru.ru_utime, stime=ru.ru_stime, maxrss_kb=ru.ru_maxrss)
         sock.send(json.dumps(out).encode())
-        while True:   # everything else of the task dies with its pid namespace: reap it all
-            try:
-                os.wait4(-1, 0)
-            except ChildProcessError:
-                break
+        _reap_all()   # everything else of the task dies with its pid namespace
+
+
+def _reap_all() -> None:
+    while True:
+        try:
+            os.wait4(-1, 0)
+        except ChildProcessError:
+            return
 
 
 if __name__ == "__main__":

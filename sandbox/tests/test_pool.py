@@ -179,3 +179,41 @@ def test_sandboxes_starting_at_once_are_bounded():
         rs = pool.map([Task(cmd=["true"])] * 12)
     assert all(r.exit_code == 0 for r in rs)
     assert peak[0] == 1
+
+
+def test_task_dies_with_a_killed_pool_process_and_state_is_swept(tmp_path):
+    """SIGKILL the process owning a pool mid-task: the task must not outlive it, and the next pool
+    removes the dead pool's mounts and cgroups."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time as _time
+    code = ("from sandbox import Pool, Task, Limits\nimport sys\np = Pool(slots=1)\n"
+            "print(p.name, p.slots[0].uid, flush=True)\np.run(Task(script='sleep 300', limits=Limits(wall_s=600)))\n")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=repo)
+    name, uid = child.stdout.readline().split()
+    _time.sleep(1.0)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    deadline = _time.monotonic() + 5
+    def alive():
+        out = []
+        for d in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                st = open(f"/proc/{d}/status").read()
+            except OSError:
+                continue
+            if f"Uid:\t{uid}\t" in st:   # zombies included: the spawner reaps before exiting
+                out.append(d)
+        return out
+    while alive() and _time.monotonic() < deadline:
+        _time.sleep(0.05)
+    assert alive() == []
+    from sandbox import Pool
+    from sandbox.pool import STATE_ROOT
+    assert os.path.isdir(os.path.join(STATE_ROOT, name))
+    with Pool(slots=1):
+        pass
+    assert not os.path.exists(os.path.join(STATE_ROOT, name))
