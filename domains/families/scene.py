@@ -93,7 +93,18 @@ class Scene:
         return f"grouped {', '.join(members)} as {name}"
 
     def list_scene(self) -> str:
-        return json.dumps(self.nodes, sort_keys=True)
+        """One compact line per node (short observations keep small-context models in budget)."""
+        if not self.nodes:
+            return "(empty scene)"
+        out = []
+        for n, v in sorted(self.nodes.items()):
+            pos = _fmt(v["position"])
+            grp = f" in {v['parent']}" if v.get("parent") else ""
+            if v["kind"] == "group":
+                out.append(f"{n}: group at {pos}{grp}")
+            else:
+                out.append(f"{n}: {v['color']} {v['shape']} at {pos} scale {v['scale']:g} rotation {_fmt(v['rotation'])}{grp}")
+        return "\n".join(out)
 
     def world(self, name: str) -> list[float]:
         p, node, seen = [0.0, 0.0, 0.0], self.nodes[name], set()
