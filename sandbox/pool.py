@@ -112,6 +112,7 @@ class Pool:
         max_starting: sandboxes being set up at once (default: CPU count); audit_log: JSONL path or None."""
         if not isinstance(slots, int) or slots < 1:
             raise ValueError(f"Pool(slots={slots!r}): slots must be an int >= 1")
+        self._pid = os.getpid()
         self.is_root = os.geteuid() == 0
         if not self.is_root:
             log.warning("sandbox: not root: no uid drop, no cgroups, no tmpfs work dirs; isolation is weak")
@@ -195,6 +196,8 @@ class Pool:
             raise TypeError(f"expected a sandbox.Task, got {type(task).__name__}")
         if self._closed:
             raise RuntimeError("Pool is closed; create a new Pool")
+        if os.getpid() != self._pid:   # a forked child shares our spawner sockets: it must not use them
+            raise RuntimeError("this Pool belongs to the process that created it; create a Pool after fork")
         return task
 
     def run(self, task: Task) -> Result:
@@ -225,8 +228,7 @@ class Pool:
                 env: dict[str, str] | None = None):
         """A persistent bash in one sandbox for several commands; torn down when the block ends."""
         from .session import Session
-        if self._closed:
-            raise RuntimeError("Pool is closed; create a new Pool")
+        self._check_task(Task(cmd=["bash"]))   # closed / wrong-process checks
         return Session(self, files or {}, limits or Limits(wall_s=600.0, cpu_s=600.0), env or {})
 
     def _acquire(self) -> Slot:

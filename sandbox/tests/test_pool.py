@@ -217,3 +217,17 @@ def test_task_dies_with_a_killed_pool_process_and_state_is_swept(tmp_path):
     with Pool(slots=1):
         pass
     assert not os.path.exists(os.path.join(STATE_ROOT, name))
+
+
+def test_pool_refuses_use_from_a_forked_child(best_pool):
+    import os
+    pid = os.fork()
+    if pid == 0:
+        try:
+            best_pool.run(Task(cmd=["true"]))
+            os._exit(1)
+        except RuntimeError as e:
+            os._exit(0 if "after fork" in str(e) else 2)
+        except BaseException:
+            os._exit(3)
+    assert os.waitpid(pid, 0)[1] == 0
