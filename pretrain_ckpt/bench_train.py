@@ -1,0 +1,329 @@
+"""Training-step throughput: Megatron-Core (model.train.train_step) vs transformers + a plain torch loop.
+
+    PYTHONPATH=. python pretrain_ckpt/bench_train.py --out results/bench/train.json [--threads 2] [--bf16]
+
+Same run, same machine, same threads, same weights, same batch, same dtype:
+- megatron: the tiny MoE base config as a Megatron-Core GPTModel (local spec, single process, gloo, CPU
+  compatibility layer), Megatron DDP + Megatron Adam + grad clip 1.0 through model.train.train_step;
+- baseline: the same weights exported with model.hf_mapping.to_hf + model.hf_io.save_hf, loaded as
+  transformers Qwen3MoeForCausalLM, trained by a plain loop (forward with labels + router aux loss,
+  backward, clip_grad_norm_ 1.0, torch.optim.AdamW).
+Both sides live in one process and their steps are interleaved (megatron, hf, megatron, ...), so load
+from other users of the 2 shared cores hits both alike; the baseline runs with torch function handling
+disabled, so the CPU compatibility layer's process-wide TorchFunctionMode does not tax it. The fp32
+(and bf16) matmul peak is measured in the same run with the same threads; medians are reported.
+Model FLOPs per step = 6 * active params * tokens + causal attention (3 * 2 * 2 * b * s^2/2 * heads*head_dim * layers).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+SEQ = 512
+
+
+def base_config():
+    from model.config import ModelConfig
+
+    return ModelConfig(vocab_size=4096, hidden_size=256, num_layers=8, num_attention_heads=4, num_query_groups=2,
+                       head_dim=64, num_experts=8, moe_router_topk=2, moe_ffn_hidden_size=256,
+                       max_position_embeddings=SEQ)
+
+
+def model_flops_per_step(cfg, batch: int, seq: int) -> dict:
+    active = cfg.num_parameters(active=True)
+    tokens = batch * seq
+    dense = 6 * active * tokens
+    # QK^T and AV: 2 matmuls * 2 flops/MAC * b * s^2 * (heads*head_dim), halved by the causal mask, x3 fwd+bwd
+    attn = 3 * 2 * 2 * batch * seq * seq // 2 * cfg.num_attention_heads * cfg.head_dim * cfg.num_layers
+    return {"active_params": active, "total_params": cfg.num_parameters(), "tokens": tokens,
+            "flops_6nd": dense, "flops_attention": attn, "flops_per_step": dense + attn}
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * n**3 / min(times) / 1e9  # GFLOP/s, best of reps (the achievable ceiling)
+
+
+def batch_tokens(batch: int, step: int, vocab: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1000 + step)
+    return torch.randint(0, vocab, (batch, SEQ + 1), generator=g)
+
+
+# ----------------------------------------------------------------------------------------- the two sides
+
+class MegatronSide:
+    """Megatron-Core GPTModel + DDP + Megatron optimizer, stepped by model.train.train_step."""
+
+    def __init__(self, args, export: Path):
+        from model import checkpoint, hf_io, hf_mapping, parallel, train
+        from model.build import build_model
+        from model.config import ParallelConfig
+
+        self.train, self.args, self.cfg = train, args, base_config()
+        dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+        par = ParallelConfig(micro_batch_size=args.batch, global_batch_size=args.batch)
+        parallel.init(par, self.cfg, seed=1, seq_length=SEQ)
+        torch.set_num_threads(args.threads)
+        m = build_model(self.cfg, par, dtype=dtype)
+        hf_mapping.load_hf_into(m, hf_mapping.init_hf_state(self.cfg, 3), self.cfg)
+        # the baseline's weights: exported from this very model
+        hf_io.save_hf(export, hf_mapping.to_hf(checkpoint.full_state_dict(m), self.cfg), self.cfg, None)
+        self.ddp, self.opt, self.sch = train.setup(
+            m, train.OptimConfig(lr=1e-4, min_lr=1e-4, warmup_steps=0, decay_style="constant", weight_decay=0.1,
+                                 clip_grad=1.0), 10_000, args.batch)
+
+    def step(self, s: int) -> float:
+        b = self.args.batch
+        x = batch_tokens(b, s, self.cfg.vocab_size)
+        batches = [{"tokens": x[:, :-1], "labels": x[:, 1:], "loss_mask": torch.ones(b, SEQ),
+                    "position_ids": torch.arange(SEQ).expand(b, SEQ)}]
+        return self.train.train_step(self.ddp, self.opt, self.sch, batches, SEQ, b)["loss"]
+
+
+class HFSide:
+    """transformers Qwen3MoeForCausalLM + torch.optim.AdamW, a plain loop (no CPU compatibility mode)."""
+
+    def __init__(self, args, export: Path):
+        from transformers import AutoModelForCausalLM
+
+        self.args, self.cfg = args, base_config()
+        self.bf16 = args.dtype == "bf16"
+        with _without_cpu_compat_mode():
+            self.model = AutoModelForCausalLM.from_pretrained(str(export), dtype=torch.float32)
+        assert type(self.model).__name__ == "Qwen3MoeForCausalLM", type(self.model).__name__
+        self.model.config.output_router_logits = True  # include the router load-balancing loss, as Megatron does
+        self.model.train()
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+        self.with_mode = False  # True: run under model.cpu_compat's TorchFunctionMode (to measure its cost)
+
+    def step(self, s: int) -> float:
+        x = batch_tokens(self.args.batch, s, self.cfg.vocab_size)
+        ctx = contextlib.nullcontext() if self.with_mode else _without_cpu_compat_mode()
+        with ctx:
+            self.opt.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                out = self.model(input_ids=x[:, :-1])  # all 512 positions scored against x[1:], as Megatron's labels
+                lm = torch.nn.functional.cross_entropy(out.logits.float().view(-1, self.cfg.vocab_size),
+                                                       x[:, 1:].reshape(-1))
+            loss = lm + self.model.config.router_aux_loss_coef * out.aux_loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.opt.step()
+        return float(lm)
+
+
+def _without_cpu_compat_mode():
+    """Pop model.cpu_compat's process-wide TorchFunctionMode for the duration (other modes, such as
+    transformers' `with torch.device(...)` during loading, keep working)."""
+    from model import cpu_compat
+
+    n = torch._C._len_torch_function_stack()
+    if n and cpu_compat._MODE is not None and torch._C._get_function_stack_at(n - 1) is cpu_compat._MODE:
+        from torch.overrides import _pop_mode_temporarily
+
+        return _pop_mode_temporarily()
+    return contextlib.nullcontext()
+
+
+def timed(fn, s: int) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    loss = fn(s)
+    return time.perf_counter() - t0, loss
+
+
+def _profile(step_fn, start: int, n: int = 2) -> dict:
+    """Top CPU ops by self time over n steps, and the count of Python-level torch function calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        for s in range(n):
+            step_fn(start + s)
+    ev = sorted(p.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in ev)
+    return {"steps": n, "self_cpu_total_s": total / 1e6,
+            "top_ops": [{"op": e.key, "self_s": round(e.self_cpu_time_total / 1e6 / n, 4), "calls": e.count // n}
+                        for e in ev[:15]],
+            "ops_per_step": sum(e.count for e in ev) // n}
+
+
+# ----------------------------------------------------------------------------------------- parent
+
+def machine(threads: int) -> dict:
+    model = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return {"cores": os.cpu_count(), "cpu_model": model, "torch_threads": threads, "gpu": None,
+            "avx512_bf16": "avx512_bf16" in flags, "torch": torch.__version__,
+            "allocator": "tcmalloc" if "tcmalloc" in os.environ.get("LD_PRELOAD", "") else "default (glibc)",
+            "load_average_at_start": list(os.getloadavg())}
+
+
+def git_commit() -> str:
+    try:
+        c = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
+                               text=True, check=True).stdout.strip()
+        return c + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def summarize(times: list[float], losses: list[float], flops: dict, peak: float) -> dict:
+    med = statistics.median(times)
+    return {"step_s_median": med, "step_s_all": [round(t, 4) for t in times],
+            "tokens_per_s": flops["tokens"] / med, "model_gflop_per_s": flops["flops_per_step"] / med / 1e9,
+            "mfu": flops["flops_per_step"] / med / 1e9 / peak, "losses": losses}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="results/bench/train.json")
+    ap.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--batch", type=int, default=4, help="micro batch = global batch (sequences of 512 tokens)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps per side")
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per side, interleaved megatron/hf")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--mode-cost", type=int, default=2,
+                    help="extra HF steps under cpu_compat's TorchFunctionMode, to measure its overhead (0 = skip)")
+    ap.add_argument("--profile", action="store_true", help="also record torch.profiler top ops of 2 steps per side")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    cfg = base_config()
+    flops = model_flops_per_step(cfg, args.batch, SEQ)
+    load_start = list(os.getloadavg())
+    # bf16 at 512^3: without AVX512-BF16/AMX torch emulates bf16 GEMMs (~1 GFLOP/s); 2048^3 would take minutes
+    peak = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16, n=512, reps=3)}
+    peak_samples = [peak["fp32"]]
+    with tempfile.TemporaryDirectory() as d:
+        export = Path(d) / "hf"
+        meg = MegatronSide(args, export)  # builds, loads the seeded weights, exports the baseline's HF dir
+        hf = HFSide(args, export)
+    sides = {"megatron": meg, "hf": hf}
+    losses = {k: [] for k in sides}
+    times = {k: [] for k in sides}
+    for s in range(args.warmup + args.steps):  # interleaved, so machine load hits both sides alike
+        for name, side in sides.items():
+            dt, loss = timed(side.step, s)
+            losses[name].append(loss)
+            if s >= args.warmup:
+                times[name].append(dt)
+    mode_cost = None
+    if args.mode_cost:
+        hf.with_mode = True
+        with_mode = [timed(hf.step, 100 + i)[0] for i in range(args.mode_cost)]
+        hf.with_mode = False
+        without = [timed(hf.step, 200 + i)[0] for i in range(args.mode_cost)]
+        mode_cost = {"hf_step_s_with_mode": with_mode, "hf_step_s_without_mode": without,
+                     "relative_overhead": statistics.median(with_mode) / statistics.median(without) - 1}
+    prof = None
+    if args.profile:
+        prof = {"megatron": _profile(meg.step, 300), "hf": _profile(hf.step, 400)}
+    peak_samples.append(matmul_peak(torch.float32))  # again at the end: the machine is shared, keep the best
+    peak["fp32"] = max(peak_samples)
+    load_end = list(os.getloadavg())
+    from model import parallel
+
+    parallel.destroy()
+
+    peak_used = peak[args.dtype]
+    m = summarize(times["megatron"], losses["megatron"], flops, peak_used)
+    h = summarize(times["hf"], losses["hf"], flops, peak_used)
+    ratios = [b / a for a, b in zip(times["megatron"], times["hf"])]
+    mach = machine(args.threads)
+    mach["load_average_start"], mach["load_average_end"] = load_start, load_end
+    res = {
+        "schema": {"name": "bench.train", "version": 1},
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+        "machine": mach,
+        "baseline": "transformers Qwen3MoeForCausalLM + torch AdamW loop",
+        "model_config": cfg.to_dict(),
+        "setup": {"dtype": args.dtype, "seq_length": SEQ, "micro_batch": args.batch, "global_batch": args.batch,
+                  "warmup_steps": args.warmup, "timed_steps": args.steps, "schedule": "interleaved megatron/hf steps",
+                  "optimizer": "Adam(W) lr 1e-4 betas (0.9, 0.95) wd 0.1 clip 1.0", "moe_aux_loss": "both sides (0.01)",
+                  "same_process": True, "hf_runs_without": "cpu_compat TorchFunctionMode (popped from the torch function mode stack)"},
+        "flops": flops,
+        "matmul_peak_gflops": {"fp32_2048": peak["fp32"], "fp32_2048_samples": peak_samples, "bf16_512": peak["bf16"],
+                               "used": args.dtype, "how": "best of 10 reps, measured at start and end, max taken"},
+        "megatron": m,
+        "hf": h,
+        "ratio_tokens_per_s_megatron_over_hf": h["step_s_median"] / m["step_s_median"],
+        "ratio_per_interleaved_step_median": statistics.median(ratios),
+        "ratio_of_fastest_steps": min(times["hf"]) / min(times["megatron"]),
+        "first_step_loss_abs_diff": abs(losses["megatron"][0] - losses["hf"][0]),
+        "cpu_compat_mode_cost": mode_cost,
+        "profile": prof,
+    }
+    res["notes"] = notes(res)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=2) + "\n")
+    print(json.dumps({k: res[k] for k in ("ratio_tokens_per_s_megatron_over_hf", "ratio_per_interleaved_step_median",
+                                          "first_step_loss_abs_diff", "cpu_compat_mode_cost")}
+                     | {"megatron_tok_s": m["tokens_per_s"], "hf_tok_s": h["tokens_per_s"], "megatron_mfu": m["mfu"],
+                        "hf_mfu": h["mfu"], "peak_gflops": peak, "step_s": times}, indent=2))
+
+
+def notes(res: dict) -> list[str]:
+    m, h, mach = res["megatron"], res["hf"], res["machine"]
+    out = [
+        f"Throughput ratio Megatron/HF (median step times) {res['ratio_tokens_per_s_megatron_over_hf']:.2f}; median of "
+        f"per-interleaved-step ratios {res['ratio_per_interleaved_step_median']:.2f}; fastest-step ratio "
+        f"{res['ratio_of_fastest_steps']:.2f}. The machine is shared (load average {mach['load_average_start'][0]:.1f} -> "
+        f"{mach['load_average_end'][0]:.1f} on {mach['cores']} cores): single steps vary by 2-3x, so only the "
+        "interleaved ratios are meaningful and a few-% difference is noise.",
+        f"Both sides compute the same model: first-step LM loss differs by {res['first_step_loss_abs_diff']:.2g}.",
+        "MFU is limited by: fp32 GEMMs on an AVX2-only CPU (no AVX-512/AMX; the 2048^3 matmul peak is the ceiling); "
+        "small GEMMs (hidden 256; each of 8 experts sees ~tokens*topk/8 = 1024 rows x 256 x 256), far below the "
+        "2048^3 peak's efficiency; memory-bound elementwise work (RMSNorm, SiLU*mul, RoPE, softmax/log-softmax over a "
+        "4096 vocab, MoE permute/unpermute cat/index ops, Adam's per-parameter updates) that does no matmul FLOPs; "
+        "the glibc allocator (no tcmalloc installed: large activations are mmap'd and page-faulted every step); and "
+        "other users' processes on the same 2 cores.",
+        f"bf16 is not useful on this machine: the CPU has no avx512_bf16/AMX (torch reports AVX2), bf16 GEMM peak "
+        f"{res['matmul_peak_gflops']['bf16_512']:.2f} GFLOP/s vs fp32 {res['matmul_peak_gflops']['fp32_2048']:.1f}; "
+        "so the bf16 run is left out (the script takes --dtype bf16 for machines that have it; ENGINES.md's ~4x bf16 "
+        "figure was measured on an AVX-512 host).",
+    ]
+    mc = res.get("cpu_compat_mode_cost")
+    if mc:
+        out.append(f"cpu_compat's TorchFunctionMode, applied to the HF step: {mc['relative_overhead'] * 100:+.0f}% step "
+                   "time (median of a few steps; within noise here). Its cost is per torch call (a Python "
+                   "__torch_function__ frame), so it grows with op count, not FLOPs.")
+    prof = res.get("profile")
+    if prof:
+        pm, ph = prof["megatron"], prof["hf"]
+        out.append(f"Profiler (2 steps each): Megatron issues {pm['ops_per_step']} torch ops/step vs HF {ph['ops_per_step']} "
+                   f"(MoE alltoall dispatcher permute/sort/cat + per-expert SequentialMLP + DDP buffers); "
+                   f"op self time {pm['self_cpu_total_s'] / pm['steps']:.2f} s/step vs {ph['self_cpu_total_s'] / ph['steps']:.2f} s/step.")
+    return out
+
+
+if __name__ == "__main__":
+    main()
