@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 import resource
-import selectors
 import shutil
 import signal
 import subprocess
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from . import syscalls
 from .cgroups import SlotCgroup
 from .proc import BaseProc, DirectProc, Spawner, SpawnerProc
+from .supervise import KILL_GRACE_S, supervise
 from .result import Result
 from .task import Limits, Task
 from .tiers import BASE_ENV, bwrap_argv
@@ -32,7 +32,6 @@ from .workdir import WorkDir
 
 NPROC_OVERHEAD = {"bwrap": 2}   # outer bwrap + its pid-1 init also run as the slot uid
 HIDE_UNSHARE = ["/root", "/home", "/work", "/mnt", "/media", "/srv", "/opt"]
-KILL_GRACE_S = 2.0          # after SIGKILL a tree is gone in ms; beyond this it is an infra error
 
 
 @dataclass
@@ -275,94 +274,19 @@ class Slot:
             time.sleep(0.002)
 
     def supervise(self, proc: BaseProc, stdin: bytes, lim: Limits, deadline: float) -> dict:
-        """Feed stdin, collect capped output, enforce the deadline, wait for exit. Returns raw facts."""
         if isinstance(proc, DirectProc):
             with self.rt.lock:
                 self.rt.active_mains.add(proc.pid)
-        sel = selectors.DefaultSelector()
-        sel.register(proc.exit_fd, selectors.EVENT_READ, "exit")
-        bufs = {"out": bytearray(), "err": bytearray()}
-        seen = {"out": 0, "err": 0}
-        cap, drain_cap = lim.output_bytes, 16 * lim.output_bytes + (16 << 20)
-        sel.register(proc.stdout, selectors.EVENT_READ, "out")
-        sel.register(proc.stderr, selectors.EVENT_READ, "err")
-        if proc.status_r is not None:
-            sel.register(proc.status_r, selectors.EVENT_READ, "status")
-        stdin_view = memoryview(stdin)
-        if proc.stdin is not None:
-            if stdin_view:
-                os.set_blocking(proc.stdin.fileno(), False)
-                sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
-            else:
-                proc.stdin.close()
-        status_buf = bytearray()
-        t_exit = None
-        timed_out, kill_at, end_by = False, None, None
-        open_pipes = {"out", "err"}
         try:
-            while True:
-                now = time.monotonic()
-                if proc.exited and not open_pipes:
-                    break
-                if end_by is not None and now >= end_by:
-                    break  # pipes still held open after everything was killed: give up on them
-                if not timed_out and now >= deadline:
-                    timed_out, kill_at = True, now
-                    self.kill_all(proc)
-                    end_by = now + KILL_GRACE_S
-                nxt = [t for t in (None if timed_out else deadline, end_by) if t is not None]
-                events = sel.select(timeout=max(0.0, min(nxt) - now) if nxt else None)
-                for key, _ in events:
-                    tag = key.data
-                    if tag == "exit":
-                        proc.collect_exit()
-                        t_exit = time.monotonic()
-                        sel.unregister(key.fileobj)
-                        if self._leftovers() or self.rt.tier != "bwrap":
-                            self.kill_all()
-                        end_by = min(end_by or math.inf, time.monotonic() + KILL_GRACE_S)
-                    elif tag in ("out", "err"):
-                        data = os.read(key.fd, 65536)
-                        if not data or seen[tag] + len(data) > drain_cap:
-                            sel.unregister(key.fileobj)
-                            key.fileobj.close()
-                            open_pipes.discard(tag)
-                            seen[tag] += len(data)
-                            continue
-                        seen[tag] += len(data)
-                        b = bufs[tag]
-                        if len(b) <= cap:
-                            b += data[: cap + 1 - len(b)]
-                    elif tag == "in":
-                        try:
-                            n = os.write(key.fd, stdin_view[:65536])
-                            stdin_view = stdin_view[n:]
-                        except OSError:
-                            stdin_view = stdin_view[:0]
-                        if not stdin_view:
-                            sel.unregister(key.fileobj)
-                            key.fileobj.close()
-                    elif tag == "status":
-                        chunk = os.read(key.fd, 4096)
-                        if not chunk:
-                            sel.unregister(key.fd)
-                        else:
-                            status_buf += chunk
+            return supervise(proc, stdin, lim, deadline, kill=self.kill_all, after_exit=self._after_exit)
         finally:
-            sel.close()
-            if not proc.exited:  # never saw the exit: make sure it is dead and collected
-                self.kill_all(proc)
-                if isinstance(proc, SpawnerProc):
-                    proc.wait(KILL_GRACE_S)
-                else:
-                    proc.collect_exit()
-                t_exit = time.monotonic()
-            proc.close()
             with self.rt.lock:
                 self.rt.active_mains.discard(proc.pid)
-        return {"status": proc.wait_status, "usage": proc.usage, "t_exit": t_exit or time.monotonic(),
-                "timed_out": timed_out, "kill_at": kill_at, "out": bytes(bufs["out"]), "err": bytes(bufs["err"]),
-                "status_json": bytes(status_buf)}
+
+    def _after_exit(self) -> None:
+        """The main process is gone: anything else of the slot must go now (bwrap: nothing is left)."""
+        if self._leftovers() or self.rt.tier != "bwrap":
+            self.kill_all()
 
     # ---- one task ------------------------------------------------------------------------------
     def run(self, task: Task) -> Result:
