@@ -30,6 +30,7 @@ def main() -> None:
     os.set_inheritable(sock.fileno(), False)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER: orphans of a task come to us, we reap them
+    _oom_adj(-1000)
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(sock, 1 << 22, 16)
@@ -44,9 +45,15 @@ def main() -> None:
             os.close(fd)
         try:
             actions = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(high)]
-            # Python ignores SIGPIPE/SIGXFSZ; a task must get default dispositions and an empty mask
-            pid = os.posix_spawn(req["argv"][0], req["argv"], req["env"], file_actions=actions, setsid=True,
-                                 setsigdef=RESET_SIGNALS, setsigmask=())
+            # Python ignores SIGPIPE/SIGXFSZ; a task must get default dispositions and an empty mask.
+            # The child inherits oom_score_adj: normal for it, immune for us (the memory cgroup's OOM
+            # killer must pick the task, never the slot's spawner).
+            _oom_adj(0)
+            try:
+                pid = os.posix_spawn(req["argv"][0], req["argv"], req["env"], file_actions=actions, setsid=True,
+                                     setsigdef=RESET_SIGNALS, setsigmask=())
+            finally:
+                _oom_adj(-1000)
         except OSError as e:
             sock.send(json.dumps({"error": f"{type(e).__name__}: {e}", "errno": e.errno}).encode())
             continue
@@ -81,6 +88,14 @@ def main() -> None:
             out.update(utime=ru.ru_utime, stime=ru.ru_stime, maxrss_kb=ru.ru_maxrss)
         sock.send(json.dumps(out).encode())
         _reap_all()   # everything else of the task dies with its pid namespace
+
+
+def _oom_adj(value: int) -> None:
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write(str(value))
+    except OSError:
+        pass
 
 
 def _reap_all() -> None:

@@ -208,3 +208,11 @@ def test_wall_timeout_kills_whole_tree_within_1s(pool):
     assert r.timed_out and r.limit_hit == "wall" and r.signal == 9
     assert 1.0 <= r.wall_s < 2.0, r.wall_s
     assert elapsed < 2.5
+
+
+def test_memory_bomb_of_many_processes_kills_the_task_not_the_pool(pool):
+    code = ("import os,time\nfor i in range(8):\n    if os.fork()==0:\n        x=bytearray(40<<20); time.sleep(30); os._exit(0)\n"
+            "time.sleep(30)")
+    r = pool.run(py(code, memory_mb=128, wall_s=5))
+    assert r.infra_error is None and r.wall_s < 10
+    assert pool.run(py("print('pool ok')")).stdout == "pool ok\n"
