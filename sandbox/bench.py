@@ -95,8 +95,12 @@ def machine() -> dict:
 
 
 def git_commit() -> str | None:
+    """HEAD, with "+dirty" when sandbox/ has uncommitted changes (the numbers are then not of HEAD)."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        here = os.path.dirname(os.path.abspath(__file__))
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", here], capture_output=True, text=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
     except Exception:  # noqa: BLE001
         return None
 
