@@ -69,3 +69,6 @@ bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU -> re
 
 clean-checkpoints: ## delete checkpoints/ and data/ (asks nothing: they are outputs)
 	rm -rf $(CKPT) $(DATA)
+
+# Each stage folder owns its targets in <stage>/stage.mk (sft, rl, eval, serving, notebooks, ...).
+include $(sort $(wildcard */stage.mk))
