@@ -18,9 +18,10 @@ export PYTHONPATH := $(CURDIR)
 TCMALLOC := $(wildcard /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4)
 PRELOAD := $(if $(TCMALLOC),LD_PRELOAD=$(TCMALLOC) ,)
 LAUNCH = $(PRELOAD)$(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc) / $(NPROC) > 0 ? $$(nproc) / $(NPROC) : 1 )) $(PY) -m torch.distributed.run --standalone --nproc-per-node $(NPROC))
-SETUP_STAMP := .venv/.setup-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# the stamp names a hash of the pinned dependencies only, so editing tool settings in pyproject.toml reinstalls nothing
+SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']).encode()))" 2>/dev/null)
 
-.PHONY: help setup test test-fast demo base corpus tokenizer import-base bench-train bench-sandbox clean-checkpoints
+.PHONY: help setup test test-fast demo base corpus tokenizer data check-domains import-base bench-train bench-sandbox clean-checkpoints
 
 help: ## list targets and variables
 	@grep -E '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -28,7 +29,7 @@ help: ## list targets and variables
 	@grep -E '^[A-Z_]+ \?=' $(MAKEFILE_LIST) | sed -E 's/ \?=([^#]*)## ?/\t\1\t/' | awk -F'\t' '{printf "  %-10s default %-12s %s\n", $$1, ($$2 == "" ? "(none)" : $$2), $$3}'
 
 setup: $(SETUP_STAMP) ## create .venv with the pinned CPU environment (idempotent, fast when done)
-$(SETUP_STAMP): pyproject.toml
+$(SETUP_STAMP):
 	@command -v python3.11 >/dev/null || { echo "error: python3.11 not found; install Python 3.11 (pyproject requires it)" >&2; exit 1; }
 	test -x $(PY) || python3.11 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
@@ -59,6 +60,14 @@ $(CKPT)/tokenizer/manifest.json: $(DATA)/corpus/manifest.json
 base: $(CKPT)/base/manifest.json ## pretrain the tiny MoE base on Megatron-Core (resumes after a kill)
 $(CKPT)/base/manifest.json: $(CKPT)/tokenizer/manifest.json
 	$(LAUNCH) pretrain_ckpt/03_pretrain.py --corpus $(DATA)/corpus --tokenizer $(CKPT)/tokenizer --out $(CKPT)/base --recipe $(RECIPE)
+
+data: $(DATA)/domains/manifest.json ## task datasets from domains/: SFT demonstrations, RL prompts, eval sets
+$(DATA)/domains/manifest.json: | setup
+	$(PY) -m domains export --out $(DATA)/domains --sft-per-domain 20 --rl-per-domain 20 --eval-per-domain 5 \
+		--max-difficulty 1 --seed 0 --slots 2
+
+check-domains: setup ## every domain's oracle through its verifier, every difficulty (100% expected)
+	$(PY) -m domains check
 
 import-base: setup ## import an HF checkpoint (HF=dir) as the base instead of pretraining
 	@test -n "$(HF)" || { echo "error: set HF=<huggingface checkpoint dir> (config.json + *.safetensors)" >&2; exit 2; }
