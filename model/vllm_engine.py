@@ -72,4 +72,34 @@ class Engine:
     def reload_weights(self, weights_dir: Path) -> None:
         """Load new weights in place (no restart) and drop cached prefixes computed with the old ones."""
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(weights_dir)})
+        import torch
+
+        if not torch.cuda.is_available():  # CPU MoE kernels need their prepack redone (see repack_cpu_moe)
+            self.llm.apply_model(repack_cpu_moe)
         self.llm.reset_prefix_cache()
+
+
+def repack_cpu_moe(model) -> int:
+    """Redo the CPU grouped-gemm prepack of MoE expert weights after an in-place reload; returns layers fixed.
+
+    vLLM 0.32's UnquantizedFusedMoEMethod._setup_kernel runs the experts' process_weights_after_loading (the
+    CPU prepack) only on the first load; on a reload it copies the plain checkpoint layout into the prepacked
+    storage, so every MoE layer computed garbage (measured: logprob errors ~0.2, even reloading the same
+    weights). Prepacking the reloaded plain tensors in place restores exact logprobs (rl/tests/test_sync.py).
+    """
+    try:
+        from vllm._custom_ops import cpu_prepack_moe_weight
+        from vllm.model_executor.layers.fused_moe.experts.cpu_moe import CPUUnquantizedExperts
+    except ImportError:  # not a CPU build: nothing to repack
+        return 0
+    fixed = 0
+    for layer in model.modules():
+        kernel = getattr(getattr(layer, "quant_method", None), "moe_kernel", None)
+        experts = getattr(kernel, "fused_experts", None)
+        if not isinstance(experts, CPUUnquantizedExperts) or getattr(experts, "_use_zentorch", False):
+            continue
+        for name in ("w13_weight", "w2_weight"):
+            w = getattr(layer, name)
+            w.data.copy_(cpu_prepack_moe_weight(w.data, experts.isa))
+        fixed += 1
+    return fixed
