@@ -21,7 +21,7 @@ LAUNCH = $(PRELOAD)$(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc
 # the stamp names a hash of the pinned dependencies only, so editing tool settings in pyproject.toml reinstalls nothing
 SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']).encode()))" 2>/dev/null)
 
-.PHONY: help setup test test-fast demo base corpus tokenizer data check-domains import-base bench-train bench-sandbox clean-checkpoints
+.PHONY: help setup test test-fast demo base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox clean-checkpoints
 
 help: ## list targets and variables
 	@grep -E '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -72,6 +72,10 @@ check-domains: setup ## every domain's oracle through its verifier, every diffic
 import-base: setup ## import an HF checkpoint (HF=dir) as the base instead of pretraining
 	@test -n "$(HF)" || { echo "error: set HF=<huggingface checkpoint dir> (config.json + *.safetensors)" >&2; exit 2; }
 	$(LAUNCH) pretrain_ckpt/04_import_hf.py --in $(HF) --out $(CKPT)/base
+
+STAGE ?= sft## stage whose recipe `make plan` checks
+plan: setup ## check a recipe's layout, memory per GPU and step time, no GPU needed (STAGE=sft RECIPE=...)
+	$(PY) -m model.plan $(STAGE)/recipes/$(RECIPE).yaml --base $(CKPT)/base
 
 bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU -> results/bench/train.json
 	$(PY) pretrain_ckpt/bench_train.py --out $(RESULTS)/bench/train.json

@@ -45,7 +45,7 @@ def transformer_config(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype
         use_cpu_initialization=on_cpu, perform_initialization=True,
         bias_activation_fusion=False, masked_softmax_fusion=False, apply_rope_fusion=False,
         gradient_accumulation_fusion=False, persist_layer_norm=False, cross_entropy_loss_fusion=False,
-        deterministic_mode=False, **moe,
+        deterministic_mode=False, **moe, **recompute(par),
     )
     rs = cfg.rope_scaling
     if rs.type == "yarn":  # read by GPTModel through getattr on the config
@@ -54,6 +54,15 @@ def transformer_config(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype
         tc.yarn_beta_fast, tc.yarn_beta_slow, tc.yarn_mscale, tc.yarn_mscale_all_dim = 32.0, 1.0, 1.0, 0.0
         tc.yarn_correction_range_round_to_int = True
     return tc
+
+
+def recompute(par: ParallelConfig) -> dict:
+    """Activation recomputation: selective recomputes attention's core; full keeps only each layer's input."""
+    if par.recompute == "full":
+        return dict(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    if par.recompute == "selective":
+        return dict(recompute_granularity="selective", recompute_modules=["core_attn"])
+    return {}
 
 
 def layer_spec(cfg: ModelConfig):

@@ -109,6 +109,7 @@ class ParallelConfig:
     sp: bool = False  # sequence parallel (required for MoE with tp > 1)
     micro_batch_size: int = 2  # sequences per micro batch per data-parallel rank
     global_batch_size: int = 8  # sequences per optimizer step across all data-parallel ranks
+    recompute: str = "none"  # none | selective (attention core) | full (each layer's input kept, rest recomputed)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ParallelConfig":
@@ -142,6 +143,8 @@ class ParallelConfig:
 
     def validate(self, model: ModelConfig, world_size: int, seq_length: int | None = None) -> None:
         """Cross-field rules, checked before any process group or tensor is created."""
+        if self.recompute not in ("none", "selective", "full"):
+            raise ConfigError(f"recompute={self.recompute!r} is unknown: use none, selective or full")
         for name in ("tp", "pp", "ep", "expert_tp", "cp"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")

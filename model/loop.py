@@ -53,6 +53,10 @@ def resolve(stage_folder: str, recipe_name: str, overrides: list[str], model_dic
         raise ConfigError(f"unknown train keys {sorted(unknown)}: valid keys are {sorted(TRAIN_DEFAULTS)}")
     cfg["train"] = train
     if model_dict is not None:
+        for k, v in (cfg.get("model") or {}).items():  # a recipe written for another model must not train this one
+            if model_dict.get(k) != v:
+                raise ConfigError(f"recipe model.{k}={v!r} but the input checkpoint has {model_dict.get(k)!r}: the recipe "
+                                  "describes another model (choose the recipe made for this checkpoint, or import that model)")
         cfg["model"] = model_dict
     mcfg = ModelConfig.from_dict(cfg.get("model", {}))
     par = ParallelConfig.from_dict(cfg.get("parallel", {}))

@@ -50,7 +50,8 @@ def _write(out: str | None, obj) -> None:
 
 
 def _setup(args, cfg: ModelConfig):
-    par = ParallelConfig(tp=args.tp, pp=args.pp, ep=args.ep, sp=args.sp, micro_batch_size=MBS, global_batch_size=GBS)
+    par = ParallelConfig(tp=args.tp, pp=args.pp, ep=args.ep, sp=args.sp, micro_batch_size=MBS, global_batch_size=GBS,
+                         recompute=args.recompute)
     parallel.init(par, cfg, seed=1, seq_length=SEQ)
     m = build_model(cfg, par)
     return par, m
@@ -144,6 +145,7 @@ def main() -> None:
     ap.add_argument("--pp", type=int, default=1)
     ap.add_argument("--ep", type=int, default=1)
     ap.add_argument("--sp", action="store_true")
+    ap.add_argument("--recompute", default="none", choices=["none", "selective", "full"])
     ap.add_argument("--out")
     ap.add_argument("--ckpt")
     ap.add_argument("--hf")

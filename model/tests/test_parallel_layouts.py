@@ -45,3 +45,8 @@ def test_ep2_moe_matches_single_process(tmp_path, moe_ref):
 
 def test_tp2_sp_moe_matches_single_process(tmp_path, moe_ref):
     _check(moe_ref, _losses(tmp_path, "tp2sp", 2, "--moe", "--tp", "2", "--sp"))
+
+
+@pytest.mark.parametrize("mode", ["selective", "full"])
+def test_recompute_matches_no_recompute(tmp_path, moe_ref, mode):
+    _check(moe_ref, _losses(tmp_path, f"recompute_{mode}", 1, "--moe", "--recompute", mode))
