@@ -24,9 +24,9 @@ SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(z
 .PHONY: help setup test test-fast demo base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox clean-checkpoints
 
 help: ## list targets and variables
-	@grep -E '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
 	@echo "variables:"
-	@grep -E '^[A-Z_]+ \?=' $(MAKEFILE_LIST) | sed -E 's/ \?=([^#]*)## ?/\t\1\t/' | awk -F'\t' '{printf "  %-10s default %-12s %s\n", $$1, ($$2 == "" ? "(none)" : $$2), $$3}'
+	@grep -hE '^[A-Z_]+ \?=' $(MAKEFILE_LIST) | sed -E 's/ \?=([^#]*)## ?/\t\1\t/' | awk -F'\t' '{printf "  %-10s default %-12s %s\n", $$1, ($$2 == "" ? "(none)" : $$2), $$3}'
 
 setup: $(SETUP_STAMP) ## create .venv with the pinned CPU environment (idempotent, fast when done)
 $(SETUP_STAMP):
@@ -46,8 +46,8 @@ test: setup ## run the test suite (what CI runs)
 test-fast: setup ## the suite without tests marked slow
 	$(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS)
 
-demo: setup base ## the main job on the tiny default: base (grows with the chain)
-	@echo "demo done: $(CKPT)/base"
+demo: setup base sft eval-sft ## the main job on the tiny default: base -> SFT -> quick eval (grows with the chain)
+	@echo "demo done: $(CKPT)/base $(CKPT)/sft; pass rates in $(RESULTS)/base/eval.json $(RESULTS)/sft/eval.json"
 
 corpus: $(DATA)/corpus/manifest.json ## base pretraining corpus (HF dataset)
 $(DATA)/corpus/manifest.json: | setup

@@ -1,0 +1,17 @@
+# SFT: packed demonstrations -> Megatron-Core fine-tuning -> quick eval through vLLM (included by the Makefile).
+
+sft-data: $(DATA)/sft/manifest.json ## packed, loss-masked SFT conversations from the domains export
+$(DATA)/sft/manifest.json: $(DATA)/domains/manifest.json $(CKPT)/base/manifest.json
+	$(PY) sft/01_data.py --in $(DATA)/domains --base $(CKPT)/base --out $(DATA)/sft --recipe $(RECIPE)
+
+sft: $(CKPT)/sft/manifest.json ## supervised fine-tuning of the base (resumes after a kill)
+$(CKPT)/sft/manifest.json: $(DATA)/sft/manifest.json $(CKPT)/base/manifest.json
+	$(LAUNCH) sft/02_train.py --in $(CKPT)/base --data $(DATA)/sft --out $(CKPT)/sft --recipe $(RECIPE)
+
+eval-sft: $(RESULTS)/base/eval.json $(RESULTS)/sft/eval.json ## pass rate per family, train and held-out domains, base and SFT
+
+# the quick eval of any stage's checkpoint: results/<stage>/eval.json (schema eval.quick)
+$(RESULTS)/%/eval.json: $(CKPT)/%/manifest.json $(DATA)/domains/manifest.json
+	$(PY) sft/03_eval.py --in $(CKPT)/$* --data $(DATA)/domains --out $@
+
+.PHONY: sft-data sft eval-sft
