@@ -90,7 +90,12 @@ def publish(tmp: Path, final: Path) -> None:
     if final.exists():
         old = final.with_name(f"{final.name}.old-{os.getpid()}")
         os.replace(final, old)
-    os.replace(tmp, final)
+    try:
+        os.replace(tmp, final)
+    except BaseException:
+        if old is not None:  # put the previous complete checkpoint back rather than leave nothing
+            os.replace(old, final)
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
