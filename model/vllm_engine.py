@@ -26,7 +26,8 @@ class Completion:
 class Engine:
     def __init__(self, hf_dir: Path, *, dtype: str = "float32", max_model_len: int | None = None, seed: int = 0,
                  kv_cache_gib: int = 2, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.5,
-                 enable_sleep_mode: bool = False):
+                 enable_sleep_mode: bool = False, llm_kwargs: dict | None = None):
+        """llm_kwargs go to vllm.LLM as is (speculative_config, quantization, disable_log_stats...)."""
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -43,7 +44,7 @@ class Engine:
         trained = json.loads((self.hf_dir / "config.json").read_text()).get("max_position_embeddings", 2048)
         max_model_len = min(max_model_len or trained, trained)  # beyond it needs RoPE scaling in the config
         self.llm = LLM(model=str(hf_dir), dtype=dtype, max_model_len=max_model_len, seed=seed, enforce_eager=True,
-                       tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs", **kw)
+                       tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs", **kw, **(llm_kwargs or {}))
         self.tokenizer = self.llm.get_tokenizer()
         vocab = self.tokenizer.get_vocab()
         self.stop_ids = [vocab[t] for t in ("<|im_end|>", "<|endoftext|>") if t in vocab]
