@@ -209,7 +209,7 @@ class Pool:
         except Exception as e:  # noqa: BLE001 - cleanup failure: result unknown, slot rebuilt
             r = Result.infra(f"slot {slot.index} cleanup failed: {e}", tier=self.tier, env_hash=self.rt.env_hash,
                              task_hash=task.hash(), task_id=task.id)
-            slot = self._rebuild(slot)
+            slot = self._rebuild(slot, e)
         finally:
             self._free.put(slot)
         self.audit.record(task, r, slot.index)
@@ -237,8 +237,8 @@ class Pool:
     def _release(self, slot: Slot) -> None:
         self._free.put(slot)
 
-    def _rebuild(self, slot: Slot) -> Slot:
-        log.warning("sandbox: rebuilding slot %d after a cleanup failure", slot.index)
+    def _rebuild(self, slot: Slot, why: Exception) -> Slot:
+        log.warning("sandbox: rebuilding slot %d after a cleanup failure: %s", slot.index, why)
         try:
             slot.close()
         except Exception:  # noqa: BLE001
