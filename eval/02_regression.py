@@ -1,0 +1,62 @@
+"""Regression set: 32 fixed tasks (terminal, docs, scene, agent), domain-verified; pass rate and mean steps.
+
+    python eval/02_regression.py --in checkpoints/sft --out results/eval/regression_sft.json
+    python eval/02_regression.py --in /work/chain_micro/sft --out /tmp/reg.json --recipe micro_cpu
+    python eval/02_regression.py --endpoint http://127.0.0.1:8000/v1 --out results/eval/regression_served.json
+    # before/after table of two checkpoints (runs both, or pass two results files to 05_compare.py)
+    python eval/02_regression.py --in checkpoints/rl --baseline checkpoints/sft --out results/eval/regression_rl.json
+
+The set is eval/regression_set.yaml (domain, seed, difficulty per task). Terminal tasks run in the sandbox pool.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from eval import cli  # noqa: E402
+from model import results  # noqa: E402
+from model.config import ConfigError  # noqa: E402
+from model.manifest import CheckpointError, verify  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = cli.parser(__doc__)
+    ap.add_argument("--baseline", type=Path, help="second checkpoint: run it too and print the before/after table")
+    a = ap.parse_args(argv)
+    try:
+        cfg = cli.resolve(a)
+        from eval import regression
+
+        regression.load_set(cfg["regression"].get("set", "eval/regression_set.yaml"), cfg["regression"].get("only"))
+        if a.baseline:
+            verify(a.baseline)
+    except (ConfigError, CheckpointError, ValueError, FileNotFoundError) as e:
+        return cli.fail(str(e))
+    if a.baseline:  # the baseline in its own process: one vLLM engine per process
+        base_out = a.out.with_name(a.out.stem + ".baseline.json")
+        r = subprocess.run([sys.executable, __file__, "--in", str(a.baseline), "--out", str(base_out),
+                            "--recipe", a.recipe, *[x for s in a.overrides for x in ("--set", s)]])
+        if r.returncode:
+            return r.returncode
+    from eval import suites, targets
+
+    target = targets.make(a)
+    out = suites.run(target, cfg, ["regression"])["regression"]
+    results.write(a.out, "eval.regression", {"target": target.name, **out}, measured=a.inp)
+    for dim, s in out["summary"].items():
+        pr = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
+        print(f"{dim:<10} pass {pr:>7} ({s['passed']}/{s['scored']})  mean steps {s['mean_steps']:.2f}  "
+              f"errors {s['errors']}  infra {s['infra_errors']}")
+    if a.baseline:
+        import json
+
+        print(regression.compare(json.loads(base_out.read_text()), out)[0])
+    print(f"-> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Before/after table of two evaluation results (04_eval.py or 02_regression.py files), task by task.
+
+    python eval/05_compare.py results/eval/sft.json results/eval/rl.json
+    make eval-compare A=sft B=rl
+
+Prints the regression set per task (pass|fail/steps, changed tasks marked *), pass rate and mean steps per
+dimension, and, when both files have them, the long-context mean score per length and held-out pass@k.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _suite(doc: dict, name: str) -> dict | None:
+    if "suites" in doc:
+        return doc["suites"].get(name)
+    return doc if doc.get("schema", {}).get("name") == f"eval.{name}" else None
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: 05_compare.py BEFORE.json AFTER.json", file=sys.stderr)
+        return 2
+    docs = []
+    for p in map(Path, argv):
+        try:
+            docs.append(json.loads(p.read_text()))
+        except (OSError, json.JSONDecodeError) as e:
+            print(f"error: {p}: {type(e).__name__}; pass results files written by eval/04_eval.py", file=sys.stderr)
+            return 2
+    from eval import regression
+
+    a, b = (_suite(d, "regression") for d in docs)
+    if a and b:
+        print(regression.compare(a, b)[0])
+    la, lb = (_suite(d, "longctx") for d in docs)
+    if la and lb:
+        print("\nlong-context mean score per length (before -> after)")
+        pa, pb = la["summary"]["per_length"], lb["summary"]["per_length"]
+        for n in sorted(set(pa) | set(pb), key=int):
+            f = lambda v: "-" if v is None or v.get("score") is None else f"{v['score']:.1f}"  # noqa: E731
+            print(f"  {n:>8}: {f(pa.get(n)):>6} -> {f(pb.get(n)):>6}")
+        print(f"  effective length: {la['summary']['effective_length']} -> {lb['summary']['effective_length']}")
+    ha, hb = (_suite(d, "heldout") for d in docs)
+    if ha and hb:
+        print("\nheld-out pass@k per family (before -> after)")
+        for fam in sorted(set(ha["summary"]) | set(hb["summary"])):
+            sa, sb = ha["summary"].get(fam, {}), hb["summary"].get(fam, {})
+            ks = sorted({k for k in list(sa) + list(sb) if k.startswith("pass@")})
+            cells = [f"{k} {'-' if sa.get(k) is None else f'{100 * sa[k]:.1f}'} -> "
+                     f"{'-' if sb.get(k) is None else f'{100 * sb[k]:.1f}'}" for k in ks]
+            print(f"  {fam:<12} " + "   ".join(cells))
+    if not (a and b) and not (la and lb) and not (ha and hb):
+        print("error: the two files share no suite to compare", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Arguments every eval script shares: the target (--in checkpoint | --endpoint URL), recipe, output."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from model.config import ConfigError
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--in", dest="inp", type=Path, help="checkpoint directory (manifest.json + hf/): in-process vLLM")
+    ap.add_argument("--endpoint", help="OpenAI-compatible base URL instead of --in, e.g. http://127.0.0.1:8000/v1")
+    ap.add_argument("--model", help="model name sent to the endpoint (default: the first of GET /models)")
+    ap.add_argument("--api", choices=("completions", "chat"), default="completions",
+                    help="endpoint API: completions = prompt rendered with domains.chat; chat = the server's template")
+    ap.add_argument("--timeout-s", type=float, default=600.0, help="endpoint: seconds per request before a retry")
+    ap.add_argument("--retries", type=int, default=2, help="endpoint: retries after a timeout / 5xx / bad body")
+    ap.add_argument("--concurrency", type=int, default=4, help="endpoint: requests in flight")
+    ap.add_argument("--tokenizer", type=Path, help="tokenizer dir for long-context lengths (default: <in>/hf)")
+    ap.add_argument("--max-model-len", type=int, help="vLLM context length (default: the recipe's, else the model's)")
+    ap.add_argument("--out", type=Path, required=True, help="results JSON path")
+    ap.add_argument("--recipe", default="tiny_cpu", help="eval/recipes/<name>.yaml")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], help="recipe override key.path=value")
+    return ap
+
+
+def fail(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def resolve(a, need_tokenizer: bool = False) -> dict:
+    """Validate the target arguments and load the recipe; ConfigError/CheckpointError carry the one-line fix."""
+    from model import manifest
+    from model.recipe import load_recipe
+
+    if bool(a.inp) == bool(a.endpoint):
+        raise ConfigError("pass exactly one of --in CHECKPOINT or --endpoint URL")
+    if a.endpoint and not a.endpoint.startswith(("http://", "https://")):
+        raise ConfigError(f"--endpoint {a.endpoint!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)")
+    if a.inp:
+        manifest.verify(a.inp)
+    if need_tokenizer and a.tokenizer is None:
+        if a.endpoint:
+            raise ConfigError("--endpoint with long-context tasks needs --tokenizer DIR (the served model's "
+                              "tokenizer.json) to make exact lengths")
+        a.tokenizer = a.inp / "hf"
+    cfg = load_recipe("eval", a.recipe, a.overrides)
+    t = cfg.setdefault("target", {})
+    a.max_model_len = a.max_model_len or t.get("max_model_len")
+    a.dtype, a.kv_cache_gib, a.tp = t.get("dtype", "float32"), int(t.get("kv_cache_gib", 2)), int(t.get("tp", 1))
+    return cfg

@@ -1,0 +1,87 @@
+"""Regression set and held-out pass@k: well-formed, oracle replays pass (verified by the domains), empty fails."""
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+
+import pytest
+
+import domains
+from eval import heldout, regression, suites
+from eval.tests.conftest import EmptyTarget, OracleTarget, run
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with suites.sandbox_pool(2) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return regression.load_set("eval/regression_set.yaml")
+
+
+def test_set_has_20_to_50_tasks_over_the_four_dimensions(spec):
+    assert 20 <= len(spec) <= 50
+    dims = Counter(s["dimension"] for s in spec)
+    assert set(dims) == {"terminal", "docs", "scene", "agent"} and min(dims.values()) >= 5
+    fams = {s["dimension"]: domains.get(s["domain"]).family for s in spec}
+    assert fams == {"terminal": "terminal", "docs": "docs", "scene": "scene", "agent": "agent"}
+
+
+@pytest.fixture(scope="module")
+def oracle_result(spec, pool):
+    items = [(domains.get(s["domain"]), domains.get(s["domain"]).generate(s["seed"], s["difficulty"])) for s in spec]
+    return regression.run(OracleTarget(items, pool), {"sandbox_slots": 2}, pool, log=lambda *_: None)
+
+
+def test_oracle_passes_every_task_with_its_recorded_steps(spec, oracle_result):
+    rows = oracle_result["rows"]
+    assert [r["passed"] for r in rows] == [True] * len(spec), [r for r in rows if not r["passed"]]
+    assert [r["steps"] for r in rows] == [s["oracle_steps"] for s in spec]
+    assert oracle_result["summary"]["all"]["pass_rate"] == 1.0
+
+
+def test_empty_replies_fail_every_task(pool):
+    r = regression.run(EmptyTarget(), {"sandbox_slots": 2}, pool, log=lambda *_: None)
+    assert r["summary"]["all"]["passed"] == 0 and r["summary"]["all"]["scored"] == len(r["rows"])
+    assert r["summary"]["all"]["mean_steps"] == 1.0
+
+
+def test_compare_marks_flipped_tasks(oracle_result, pool):
+    empty = regression.run(EmptyTarget(), {"sandbox_slots": 2, "only": list(range(8))}, pool, log=lambda *_: None)
+    text, changed = regression.compare(empty, oracle_result)
+    assert changed == 8
+    assert "fail/1" in text and "pass/2" in text and "absent" in text
+
+
+def test_compare_script_prints_the_before_after_table(tmp_path, oracle_result):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"schema": {"name": "eval.stage"}, "suites": {"regression": oracle_result}}))
+    flipped = json.loads(json.dumps(oracle_result))
+    flipped["rows"][0].update(passed=False, steps=1)
+    b.write_text(json.dumps({"schema": {"name": "eval.stage"}, "suites": {"regression": flipped}}))
+    r = run([sys.executable, "eval/05_compare.py", str(a), str(b)])
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("terminal-0"))
+    assert line.split()[2:] == ["pass/2", "fail/1", "*"]
+
+
+def test_pass_at_k_estimator():
+    assert heldout.pass_at_k(4, 0, 1) == 0.0 and heldout.pass_at_k(4, 4, 1) == 1.0
+    assert heldout.pass_at_k(4, 1, 1) == pytest.approx(0.25) and heldout.pass_at_k(4, 1, 4) == 1.0
+    assert heldout.pass_at_k(5, 2, 2) == pytest.approx(1 - 3 / 10)
+
+
+def test_heldout_uses_only_heldout_domains_and_oracle_scores_1(pool):
+    cfg = {"families": ["math", "agent", "terminal"], "max_domains": 2, "per_domain": 1, "n": 2, "k": [1, 2],
+           "sandbox_slots": 2}
+    items = heldout.select(cfg)
+    assert items and all(d.split == "heldout" for d, _ in items)
+    r = heldout.run(OracleTarget(items, pool), cfg, pool, log=lambda *_: None)
+    assert r["summary"]["all"]["pass@1"] == 1.0 and r["summary"]["all"]["pass@2"] == 1.0
+    assert all(x["n"] == 2 for x in r["rows"])
+    r0 = heldout.run(EmptyTarget(), cfg, pool, log=lambda *_: None)
+    assert r0["summary"]["all"]["pass@2"] == 0.0
