@@ -52,13 +52,19 @@ test-fast: setup ## the suite without tests marked slow
 demo: setup base sft eval-sft ## the main job on the tiny default: base -> SFT -> quick eval (grows with the chain)
 	@echo "demo done: $(CKPT)/base $(CKPT)/sft; pass rates in $(RESULTS)/base/eval.json $(RESULTS)/sft/eval.json"
 
+# $(call per_recipe,X): the variable X_<RECIPE> if the Makefile defines one for this recipe, else empty
+per_recipe = $(if $(filter undefined,$(origin $(1)_$(RECIPE))),,$($(1)_$(RECIPE)))
+# corpus and tokenizer sizes per recipe (the micro recipe is the CI smoke chain; others use the defaults)
+CORPUS_micro_cpu := --max-mb 1 --drill-docs 300
+TOKENIZER_micro_cpu := --max-chars 1000000
+
 corpus: $(DATA)/corpus/manifest.json ## base pretraining corpus (HF dataset)
 $(DATA)/corpus/manifest.json: | setup
-	$(PY) pretrain_ckpt/01_corpus.py --out $(DATA)/corpus
+	$(PY) pretrain_ckpt/01_corpus.py --out $(DATA)/corpus $(call per_recipe,CORPUS)
 
 tokenizer: $(CKPT)/tokenizer/manifest.json ## BPE tokenizer with the chat/tool special tokens
 $(CKPT)/tokenizer/manifest.json: $(DATA)/corpus/manifest.json
-	$(PY) pretrain_ckpt/02_tokenizer.py --in $(DATA)/corpus --out $(CKPT)/tokenizer
+	$(PY) pretrain_ckpt/02_tokenizer.py --in $(DATA)/corpus --out $(CKPT)/tokenizer $(call per_recipe,TOKENIZER)
 
 base: $(CKPT)/base/manifest.json ## pretrain the tiny MoE base on Megatron-Core (resumes after a kill)
 $(CKPT)/base/manifest.json: $(CKPT)/tokenizer/manifest.json
@@ -67,7 +73,7 @@ $(CKPT)/base/manifest.json: $(CKPT)/tokenizer/manifest.json
 # how many tasks `make data` exports, per recipe (the micro recipe is the CI smoke chain)
 EXPORT_tiny_cpu := --sft-per-domain 20 --rl-per-domain 20 --eval-per-domain 5 --max-difficulty 1
 EXPORT_micro_cpu := --sft-per-domain 4 --rl-per-domain 4 --eval-per-domain 1 --max-difficulty 0 --families math,structured,retrieval,agent
-EXPORT = $(or $(EXPORT_$(RECIPE)),$(EXPORT_tiny_cpu))
+EXPORT = $(or $(call per_recipe,EXPORT),$(EXPORT_tiny_cpu))
 
 data: $(DATA)/domains/manifest.json ## task datasets from domains/: SFT demonstrations, RL prompts, eval sets
 $(DATA)/domains/manifest.json: | setup

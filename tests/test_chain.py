@@ -1,0 +1,47 @@
+"""CI smoke: the whole chain through its Make targets on the micro recipe (same scripts, same engines).
+
+Runs `make demo RECIPE=micro_cpu` into a temporary CKPT/DATA/RESULTS and checks the hand-off: every
+stage's manifest verifies and names its parent's manifest hash, and both quick evals were written for
+the checkpoints they name. Grows with the chain (rl, eval, fast, figures) as `make demo` does.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from model import manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("chain")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MAKEFLAGS", "MFLAGS")}
+    r = subprocess.run(["make", "-s", "demo", "RECIPE=micro_cpu", f"CKPT={d}/ck", f"DATA={d}/data",
+                        f"RESULTS={d}/results"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    return d
+
+
+@pytest.mark.slow
+def test_every_stage_manifest_verifies_and_names_its_parent(chain):
+    base = manifest.verify(chain / "ck" / "base", stage="base")
+    sft = manifest.verify(chain / "ck" / "sft", stage="sft")
+    assert base["metrics"]["steps"] > 0 and sft["metrics"]["steps"] > 0
+    assert sft["parent"]["manifest_sha256"] == manifest.manifest_hash(chain / "ck" / "base")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["base", "sft"])
+def test_quick_eval_written_for_the_checkpoint_it_names(chain, stage):
+    doc = json.loads((chain / "results" / stage / "eval.json").read_text())
+    assert doc["schema"]["name"] == "eval.quick" and doc["stage"] == stage
+    assert doc["measured"]["manifest_sha256"] == manifest.manifest_hash(chain / "ck" / stage)
+    fams = set(doc["per_family"]) - {"all"}
+    assert fams == {"math", "structured", "retrieval", "agent"}
+    assert doc["per_family"]["all"]["train"]["tasks"] > 0 and doc["per_family"]["all"]["heldout"]["tasks"] > 0
