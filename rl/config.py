@@ -1,0 +1,133 @@
+"""Typed RL config: the recipe's rollout/algo/reward/sched/eval sections (train/parallel/optim are model/loop's).
+
+Every field has a default and a one-line meaning; `RLConfig.from_dict(cfg)` rejects unknown keys and checks the
+cross-field rules before any process, engine or model exists, naming the numbers and the fix.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from model.config import ConfigError
+
+
+@dataclass
+class RolloutConfig:
+    groups_per_step: int = 4  # prompts (groups) trained on per step, after dynamic sampling
+    samples_per_prompt: int = 4  # completions per prompt (the GRPO group size)
+    max_tokens: int = 96  # new tokens per assistant turn
+    temperature: float = 1.0  # sampling temperature (logprobs of trainer and engine both use it)
+    top_p: float = 1.0  # nucleus sampling (1 = off; the trainer assumes the full distribution)
+    dynamic_sampling: bool = True  # drop groups whose rewards are all equal and refill
+    max_rounds: int = 3  # rollout rounds per step when refilling (bounded cost when all groups are flat)
+    kv_cache_gib: int = 2  # vLLM-CPU KV cache size
+    gpu_memory_utilization: float = 0.35  # GPU share of a colocated engine (trainer keeps the rest)
+    sleep_between: bool = True  # GPU: engine sleeps (weights offloaded, KV freed) during the update
+
+
+@dataclass
+class AlgoConfig:
+    clip_low: float = 0.2  # ratio lower clip 1 - clip_low
+    clip_high: float = 0.28  # ratio upper clip 1 + clip_high (asymmetric, DAPO's clip-higher)
+    kl_coef: float = 0.0  # weight of the k3 KL to the reference (the parent checkpoint); 0 = no reference model
+    normalize_std: bool = True  # divide group advantages by the group std (GRPO); false = Dr. GRPO
+    tis_cap: float = 2.0  # truncated importance weight exp(trainer_old - rollout) <= cap; 0 = no correction
+    minibatches: int = 1  # optimizer steps per rollout batch (>1 = off-policy minibatches, clipping active)
+
+
+@dataclass
+class RewardConfig:
+    timeout_s: float = 10.0  # per-verification timeout, fast lane (pure-Python verifiers)
+    sandbox_timeout_s: float = 30.0  # per-verification timeout, sandbox lane (code, terminal)
+    workers: int = 8  # concurrent fast-lane verifications
+    sandbox_slots: int = 2  # sandbox pool size = concurrent sandbox-lane verifications
+    format_weight: float = 0.0  # + weight * mean process reward (format/step validity); 0 = outcome only
+
+
+@dataclass
+class SchedConfig:
+    mode: str = "pass_rate"  # pass_rate (weights peak at 50% pass) | uniform
+    window: int = 16  # outcomes per domain kept for the pass rate
+    floor: float = 0.1  # minimum weight of a domain (never starve one)
+    promote_at: float = 0.8  # windowed pass rate that moves a domain up one difficulty level
+    demote_at: float = 0.05  # windowed pass rate that moves it down (above its first level)
+    min_samples: int = 8  # outcomes needed before promotion/demotion
+    max_difficulty: int = 1  # curriculum ceiling
+    families: list = field(default_factory=list)  # restrict to these families ([] = all)
+    num_domains: int = 0  # train on the first k domains of a seeded, family-stratified order (0 = all)
+
+
+@dataclass
+class EvalConfig:
+    every: int = 0  # held-out evaluation interval in steps (0 = only at the end)
+    per_domain: int = 2  # eval tasks per domain (eval split)
+    max_tokens: int = 96  # tokens per assistant turn (greedy)
+    splits: list = field(default_factory=lambda: ["train", "heldout"])  # which eval splits to run
+
+
+SECTIONS = {"rollout": RolloutConfig, "algo": AlgoConfig, "reward": RewardConfig, "sched": SchedConfig,
+            "eval": EvalConfig}
+
+
+@dataclass
+class RLConfig:
+    rollout: RolloutConfig
+    algo: AlgoConfig
+    reward: RewardConfig
+    sched: SchedConfig
+    eval: EvalConfig
+
+    @classmethod
+    def from_dict(cls, cfg: dict) -> "RLConfig":
+        parts = {}
+        for name, typ in SECTIONS.items():
+            d = dict(cfg.get(name) or {})
+            known = {f.name for f in dataclasses.fields(typ)}
+            unknown = set(d) - known
+            if unknown:
+                raise ConfigError(f"unknown {name} keys {sorted(unknown)}: valid keys are {sorted(known)}")
+            parts[name] = typ(**d)
+        rc = cls(**parts)
+        rc.validate()
+        return rc
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> None:
+        r, a, s = self.rollout, self.algo, self.sched
+        if r.samples_per_prompt < 2:
+            raise ConfigError(f"rollout.samples_per_prompt={r.samples_per_prompt}: a group needs >= 2 samples "
+                              "for a group-normalized advantage")
+        if r.groups_per_step < 1 or r.max_rounds < 1:
+            raise ConfigError(f"rollout.groups_per_step={r.groups_per_step} and rollout.max_rounds={r.max_rounds} "
+                              "must be >= 1")
+        if r.temperature <= 0:
+            raise ConfigError(f"rollout.temperature={r.temperature} must be > 0 (RL samples; greedy is for eval)")
+        if not 0 < r.top_p <= 1:
+            raise ConfigError(f"rollout.top_p={r.top_p} must be in (0, 1]")
+        if not (0 <= a.clip_low < 1 and a.clip_high >= 0):
+            raise ConfigError(f"algo.clip_low={a.clip_low} must be in [0, 1) and algo.clip_high={a.clip_high} >= 0")
+        if a.tis_cap and a.tis_cap < 1:
+            raise ConfigError(f"algo.tis_cap={a.tis_cap} must be >= 1 (or 0 to turn the correction off)")
+        if a.minibatches < 1 or r.groups_per_step % a.minibatches:
+            raise ConfigError(f"algo.minibatches={a.minibatches} must divide rollout.groups_per_step="
+                              f"{r.groups_per_step}")
+        if s.mode not in ("pass_rate", "uniform"):
+            raise ConfigError(f"sched.mode={s.mode!r}: use pass_rate or uniform")
+        if not 0 <= s.demote_at < s.promote_at <= 1:
+            raise ConfigError(f"need 0 <= sched.demote_at={s.demote_at} < sched.promote_at={s.promote_at} <= 1")
+        if s.window < s.min_samples:
+            raise ConfigError(f"sched.window={s.window} < sched.min_samples={s.min_samples}: the window could "
+                              "never hold enough outcomes to move the curriculum")
+
+    def check_batch(self, global_batch_size: int, micro_batch_size: int, dp: int) -> None:
+        """One trajectory per trainer sample: the parallel section must hold exactly one minibatch of them."""
+        per_update = self.rollout.groups_per_step * self.rollout.samples_per_prompt // self.algo.minibatches
+        if global_batch_size != per_update:
+            raise ConfigError(f"parallel.global_batch_size={global_batch_size} must equal groups_per_step*"
+                              f"samples_per_prompt/minibatches = {self.rollout.groups_per_step}*"
+                              f"{self.rollout.samples_per_prompt}/{self.algo.minibatches} = {per_update}")
+        if global_batch_size % (micro_batch_size * dp):
+            raise ConfigError(f"parallel.global_batch_size={global_batch_size} is not divisible by "
+                              f"micro_batch_size*DP={micro_batch_size}*{dp}")

@@ -1,0 +1,103 @@
+"""GRPO-family objective: group-normalized advantages, token-level aggregation, asymmetric clip, k3 KL,
+truncated importance sampling for the trainer/rollout logprob mismatch.
+
+Per action token t of a trajectory with advantage A (its group-normalized reward):
+    ratio   = exp(logp_new - logp_old)                 (logp_old: trainer, before this update)
+    w       = min(exp(logp_old - logp_rollout), cap)   (the engine sampled from logp_rollout; detached)
+    loss_t  = -w * min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A) + kl_coef * k3(ref, new)
+and the step loss is sum_t loss_t / (number of action tokens in the whole global batch): every token weighs
+the same whatever the length of its trajectory (DAPO's token-level aggregation).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def group_advantages(rewards: list[float | None], n: int, normalize_std: bool, eps: float = 1e-6
+                     ) -> tuple[list[float | None], list[bool]]:
+    """Advantages per sample (None = excluded: infra error) and whether each group has any signal.
+
+    rewards[i*n:(i+1)*n] is group i; None marks an infra error, left out of the group's mean and std.
+    A group with fewer than 2 valid rewards, or all equal, carries no signal (all advantages 0)."""
+    adv: list[float | None] = []
+    informative = []
+    for g in range(0, len(rewards), n):
+        rs = rewards[g:g + n]
+        valid = [r for r in rs if r is not None]
+        if len(valid) < 2 or max(valid) - min(valid) < 1e-9:
+            informative.append(False)
+            adv += [None if r is None else 0.0 for r in rs]
+            continue
+        informative.append(True)
+        mean = sum(valid) / len(valid)
+        std = math.sqrt(sum((r - mean) ** 2 for r in valid) / (len(valid) - 1))
+        scale = (std + eps) if normalize_std else 1.0
+        adv += [None if r is None else (r - mean) / scale for r in rs]
+    return adv, informative
+
+
+def build_samples(rollouts, advantages, seq_length: int, pad_id: int) -> list[dict]:
+    """One trainer sample per rollout: next-token labels, the action mask and per-token tensors, padded.
+
+    Position i predicts tokens[i+1]; loss_mask[i] = 1 when tokens[i+1] was sampled by the policy and the
+    rollout is not excluded. Sequences longer than seq_length are cut (their tail is not trained)."""
+    out = []
+    for r, a in zip(rollouts, advantages):
+        toks = r.tokens[:seq_length + 1]
+        n = len(toks) - 1
+        mask = [float(m) for m in r.action_mask[1:n + 1]] if a is not None else [0.0] * max(n, 0)
+        lps = r.rollout_logprobs[1:n + 1]
+        pad = seq_length - max(n, 0)
+        out.append({
+            "tokens": torch.tensor(toks[:-1] + [pad_id] * pad if n > 0 else [pad_id] * seq_length),
+            "labels": torch.tensor(toks[1:] + [pad_id] * pad if n > 0 else [pad_id] * seq_length),
+            "loss_mask": torch.tensor(mask + [0.0] * pad),
+            "advantages": torch.full((seq_length,), float(a or 0.0)),
+            "rollout_logprobs": torch.tensor(list(lps) + [0.0] * pad, dtype=torch.float32),
+            "position_ids": torch.arange(seq_length),
+        })
+    return out
+
+
+def empty_sample(seq_length: int, pad_id: int) -> dict:
+    """A zero-weight filler (dynamic sampling found fewer informative groups than the batch holds)."""
+    z = torch.zeros(seq_length)
+    return {"tokens": torch.full((seq_length,), pad_id), "labels": torch.full((seq_length,), pad_id),
+            "loss_mask": z.clone(), "advantages": z.clone(), "rollout_logprobs": z.clone(),
+            "position_ids": torch.arange(seq_length)}
+
+
+def token_loss(new_lp: torch.Tensor, old_lp: torch.Tensor, rollout_lp: torch.Tensor, adv: torch.Tensor,
+               mask: torch.Tensor, *, clip_low: float, clip_high: float, tis_cap: float,
+               ref_lp: torch.Tensor | None = None, kl_coef: float = 0.0) -> tuple[torch.Tensor, dict]:
+    """Summed (not averaged) masked loss and summed statistics; the caller divides by the global token count."""
+    mask = mask.float()
+    log_ratio = new_lp - old_lp.detach()
+    ratio = torch.exp(log_ratio)
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    surr = torch.minimum(ratio * adv, clipped * adv)
+    if tis_cap:
+        w = torch.exp(old_lp.detach() - rollout_lp).clamp(max=tis_cap)
+    else:
+        w = torch.ones_like(new_lp)
+    per_tok = -w.detach() * surr
+    stats = {}
+    if ref_lp is not None and kl_coef:
+        d = ref_lp.detach() - new_lp
+        kl = torch.exp(d) - d - 1.0  # k3: unbiased, non-negative estimate of KL(new || ref)
+        per_tok = per_tok + kl_coef * kl
+        stats["kl_sum"] = (kl.detach() * mask).sum()
+    with torch.no_grad():
+        diff = (old_lp - rollout_lp) * mask
+        stats.update({
+            "tokens": mask.sum(),
+            "clip_frac_sum": (((ratio < 1 - clip_low) & (adv < 0)) | ((ratio > 1 + clip_high) & (adv > 0))).float()
+            .mul(mask).sum(),
+            "mismatch_abs_sum": diff.abs().sum(),  # |trainer - engine| logprob of the sampled tokens
+            "mismatch_kl_sum": (torch.exp(-diff) - 1 + diff).mul(mask).sum(),  # k3 estimate of KL(engine||trainer)
+            "tis_capped_sum": ((torch.exp(old_lp - rollout_lp) > tis_cap).float() * mask).sum() if tis_cap
+            else torch.zeros(()),
+        })
+    return (per_tok * mask).sum(), stats

@@ -1,0 +1,118 @@
+"""The policy on Megatron-Core: per-token logprobs (any TP/PP/EP) and the GRPO update step.
+
+Logprobs come from the model's logits divided by the sampling temperature through Megatron's
+vocab-parallel cross entropy, so TP-split vocabularies work unchanged. A micro batch returns its summed
+token loss scaled by (num_microbatches * DP / global action tokens): after the schedule's division by the
+number of micro batches and DDP's average over DP ranks, the gradient is that of
+sum(token losses) / (action tokens of the global batch).
+"""
+from __future__ import annotations
+
+import math
+import time
+from functools import partial
+
+import torch
+
+from rl import objective
+
+STAT_KEYS = ("tokens", "loss_sum", "clip_frac_sum", "mismatch_abs_sum", "mismatch_kl_sum", "tis_capped_sum", "kl_sum")
+
+
+def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
+    """[b, s, v/tp] logits, [b, s] labels -> [b, s] log p(label) at `temperature`."""
+    from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
+
+    x = (logits.transpose(0, 1).float() / temperature).contiguous()
+    return -vocab_parallel_cross_entropy(x, labels.transpose(0, 1).contiguous()).transpose(0, 1)
+
+
+def _collect_fwd(temperature: float, data_iterator, model):
+    b = next(data_iterator)
+    logits = model(b["tokens"], b["position_ids"], None)
+
+    def fn(output):
+        return torch.zeros((), requires_grad=False), {"logprobs": token_logprobs(output, b["labels"], temperature).detach()}
+    return logits, fn
+
+
+def _train_fwd(cfg, scale: float, data_iterator, model):
+    b = next(data_iterator)
+    logits = model(b["tokens"], b["position_ids"], None)
+
+    def fn(output):
+        new = token_logprobs(output, b["labels"], cfg.temperature)
+        old = b["old_logprobs"] if "old_logprobs" in b else new.detach()
+        loss_sum, st = objective.token_loss(
+            new, old, b["rollout_logprobs"], b["advantages"], b["loss_mask"], clip_low=cfg.clip_low,
+            clip_high=cfg.clip_high, tis_cap=cfg.tis_cap, ref_lp=b.get("ref_logprobs"), kl_coef=cfg.kl_coef)
+        st["loss_sum"] = loss_sum.detach()
+        return loss_sum * scale, {k: v.detach().float() for k, v in st.items()}
+    return logits, fn
+
+
+def _schedule(model, fwd, batches: list[dict], seq_length: int, forward_only: bool):
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    return get_forward_backward_func()(
+        forward_step_func=fwd, data_iterator=iter(batches), model=[model], num_microbatches=len(batches),
+        seq_length=seq_length, micro_batch_size=batches[0]["tokens"].shape[0], forward_only=forward_only)
+
+
+@torch.no_grad()
+def logprobs(model, batches: list[dict], seq_length: int, temperature: float) -> list[torch.Tensor] | None:
+    """[mbs, seq] logprobs per micro batch on the last pipeline stage (None on other stages)."""
+    model.eval()
+    try:
+        out = _schedule(model, partial(_collect_fwd, temperature), batches, seq_length, forward_only=True)
+    finally:
+        model.train()
+    return [o["logprobs"] for o in out] if out else None
+
+
+def _global_stats(local: dict[str, float]) -> dict[str, float]:
+    """Sum statistics over DP ranks; each (TP, CP) copy of the last stage contributes once."""
+    from megatron.core import parallel_state as ps
+
+    owner = ps.is_pipeline_last_stage() and ps.get_tensor_model_parallel_rank() == 0 \
+        and ps.get_context_parallel_rank() == 0
+    t = torch.tensor([local.get(k, 0.0) if owner else 0.0 for k in STAT_KEYS], dtype=torch.float64)
+    torch.distributed.all_reduce(t)
+    return dict(zip(STAT_KEYS, t.tolist()))
+
+
+def count_tokens(batches: list[dict]) -> float:
+    """Action tokens of this DP rank's batches, summed over DP ranks (the normaliser of the loss)."""
+    from megatron.core import parallel_state as ps
+
+    t = torch.tensor([float(sum(b["loss_mask"].sum() for b in batches))], dtype=torch.float64)
+    torch.distributed.all_reduce(t, group=ps.get_data_parallel_group())
+    return float(t.item())
+
+
+def update(ddp, optimizer, scheduler, batches: list[dict], seq_length: int, global_batch_size: int, algo, temperature
+           ) -> dict:
+    """One optimizer step on this rank's micro batches of one minibatch."""
+    from megatron.core import parallel_state as ps
+
+    class _C:  # the loss settings the micro batch closure needs
+        pass
+    cfg = _C()
+    cfg.__dict__.update(vars(algo), temperature=temperature)
+    total = count_tokens(batches)
+    scale = len(batches) * ps.get_data_parallel_world_size() / max(total, 1.0)
+    ddp.zero_grad_buffer()
+    optimizer.zero_grad()
+    t0 = time.perf_counter()
+    out = _schedule(ddp, partial(_train_fwd, cfg, scale), batches, seq_length, forward_only=False)
+    local = {k: sum(float(o[k]) for o in out) for k in STAT_KEYS if out and k in out[0]} if out else {}
+    ok, grad_norm, _ = optimizer.step()
+    if ok:
+        scheduler.step(increment=global_batch_size)
+    st = _global_stats(local)
+    n = max(st["tokens"], 1.0)
+    return {"loss": st["loss_sum"] / n, "action_tokens": st["tokens"], "clip_frac": st["clip_frac_sum"] / n,
+            "mismatch_abs": st["mismatch_abs_sum"] / n, "mismatch_kl": st["mismatch_kl_sum"] / n,
+            "tis_capped_frac": st["tis_capped_sum"] / n, "kl_ref": st["kl_sum"] / n,
+            "grad_norm": float(grad_norm) if grad_norm is not None else math.nan,
+            "lr": optimizer.param_groups[0]["lr"], "skipped": not ok, "update_s": time.perf_counter() - t0}

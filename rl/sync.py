@@ -1,0 +1,61 @@
+"""Weight sync Megatron -> vLLM, in place: the policy's weights as an HF safetensors directory, then reload.
+
+One process (TP=PP=EP=1): the full state dict goes through model/hf_mapping.to_hf straight into safetensors.
+Several processes: the shards are saved as a torch_dist checkpoint and exported in a fresh single process
+(model/export.py; Megatron reshards on load), exactly as a stage publishes hf/. The directory lives in
+/dev/shm when it exists (tmpfs: no disk round trip). The engine reloads it without restarting
+(model/vllm_engine.Engine.reload_weights, which also fixes vLLM-CPU's MoE prepack on reload).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+def sync_dir() -> Path:
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK) else None
+    return Path(tempfile.mkdtemp(prefix="rl-sync-", dir=base))
+
+
+def write_hf(ddp, mcfg, out_dir: Path, tokenizer_dir: Path, dtype: str = "float32") -> int:
+    """Write the policy's weights as an HF directory (rank 0 writes; all ranks call). Returns bytes written."""
+    from model import checkpoint, hf_io, hf_mapping, parallel
+
+    out_dir = Path(out_dir)
+    if parallel.world_size() == 1:
+        tensors = hf_mapping.to_hf(checkpoint.full_state_dict(ddp), mcfg)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        hf_io.save_hf(out_dir, tensors, mcfg, tokenizer_dir, getattr(torch, dtype))
+    else:
+        import json
+
+        from model.export import export_in_subprocess
+
+        stage = out_dir.with_name(out_dir.name + ".mcore")
+        if parallel.is_rank0() and stage.exists():
+            shutil.rmtree(stage)
+        checkpoint.save_model_only(ddp, stage)
+        if parallel.is_rank0():
+            (stage / "model_config.json").write_text(json.dumps(mcfg.to_dict()))
+            if out_dir.exists():
+                shutil.rmtree(out_dir)
+            export_in_subprocess(stage, stage / "model_config.json", out_dir, tokenizer_dir, dtype)
+        torch.distributed.barrier()
+    return sum(p.stat().st_size for p in out_dir.glob("*.safetensors")) if parallel.is_rank0() else 0
+
+
+def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path) -> dict:
+    """Export + in-place reload (engine only on rank 0). Timings: export_s, reload_s; bytes."""
+    from model import parallel
+
+    t0 = time.perf_counter()
+    nbytes = write_hf(ddp, mcfg, out_dir, tokenizer_dir)
+    t1 = time.perf_counter()
+    reload_s = engine.reload(out_dir) if (engine is not None and parallel.is_rank0()) else 0.0
+    return {"export_s": t1 - t0, "reload_s": reload_s, "sync_s": time.perf_counter() - t0, "sync_bytes": nbytes}

@@ -1,0 +1,127 @@
+"""Multi-turn rollouts whose trained tokens are exactly the sampled ones.
+
+domains.rollout_batch runs the tool loop (parse tool calls, step the environment, error feedback on invalid
+calls, max turns). Here its `generate_batch` callback is backed by token ids: every conversation is rendered
+with domains/chat.render_segments, and each trainable segment (an assistant body + <|im_end|>) is replaced by
+the ids the engine sampled for that turn. The prompt the engine sees at turn k and the sequence the trainer
+scores are therefore the same ids, and `action_mask` marks exactly the sampled ones.
+
+Items are told apart by object identity: each rollout gets its own deep copy of its Task, so the first
+message dict of a conversation identifies the rollout even when a group repeats one task n times.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from domains import chat
+from domains.core import Domain, Task
+
+
+@dataclass
+class Rollout:
+    domain: Domain
+    task: Task
+    messages: list[dict] = field(default_factory=list)  # trajectory after the prompt (domains' format)
+    turns: list = field(default_factory=list)  # rollout_worker.Sample per assistant turn
+    tokens: list[int] = field(default_factory=list)  # full sequence: prompt, turns, observations
+    action_mask: list[int] = field(default_factory=list)  # 1 where tokens[i] was sampled by the policy
+    rollout_logprobs: list[float] = field(default_factory=list)  # engine logprob at sampled positions, else 0
+    truncated: bool = False  # a turn hit its token limit (or the context was full)
+
+
+class Renderer:
+    """Text segments -> ids with the tokenizer; sampled turns -> their own ids."""
+
+    def __init__(self, tokenizer):
+        self.tok = tokenizer
+        self.im_end = tokenizer.convert_tokens_to_ids(chat.IM_END)
+        self.stop_ids = {self.im_end, tokenizer.convert_tokens_to_ids(chat.EOS)}
+        self._cache: dict[str, list[int]] = {}
+
+    def encode(self, text: str) -> list[int]:
+        ids = self._cache.get(text)
+        if ids is None:
+            ids = self.tok(text, add_special_tokens=False)["input_ids"]
+            if len(self._cache) < 100_000:
+                self._cache[text] = ids
+        return ids
+
+    def build(self, prompt: list[dict], conv: list[dict], turns: list,
+              generation_prompt: bool) -> tuple[list[int], list[int], list[float]]:
+        """(ids, action mask, rollout logprobs) of `conv` (= prompt + trajectory), whose k-th assistant message
+        after the prompt was sampled as turns[k]."""
+        ids: list[int] = []
+        mask: list[int] = []
+        lps: list[float] = []
+        k = -sum(m["role"] == "assistant" for m in prompt)  # assistant messages inside the prompt stay text
+        for text, trainable in chat.render_segments(conv):
+            if trainable and 0 <= k < len(turns):
+                s = turns[k]
+                k += 1
+                ids += s.token_ids
+                mask += [1] * len(s.token_ids)
+                lps += list(s.logprobs)
+                if not s.token_ids or s.token_ids[-1] not in self.stop_ids:  # cut by the limit: close the turn,
+                    ids.append(self.im_end)  # but never train on a token the policy did not sample
+                    mask.append(0)
+                    lps.append(0.0)
+            else:
+                k += trainable
+                t = self.encode(text)
+                ids += t
+                mask += [0] * len(t)
+                lps += [0.0] * len(t)
+        if generation_prompt:
+            t = self.encode(chat.ASSISTANT_PREFIX)
+            ids += t
+            mask += [0] * len(t)
+            lps += [0.0] * len(t)
+        return ids, mask, lps
+
+    def text(self, sample) -> str:
+        ids = [t for t in sample.token_ids if t not in self.stop_ids]
+        return self.tok.decode(ids, skip_special_tokens=False)  # tool-call markers are special tokens
+
+
+def rollout(engine, renderer: Renderer, items: list[tuple[Domain, Task]], *, n: int, temperature: float,
+            top_p: float, max_tokens: int, seed: int | None, pool: Any = None, sandbox_slots: int = 2) -> list[Rollout]:
+    """n rollouts per (domain, task), grouped: result[i*n:(i+1)*n] belong to items[i].
+
+    Tool environments that hold a sandbox slot run in waves of `sandbox_slots` (a wave never waits on a slot it
+    cannot get); all other rollouts run in one lockstep batch (one engine call per turn)."""
+    import domains
+
+    outs = [Rollout(d, copy.deepcopy(t)) for d, t in items for _ in range(n)]
+    by_id = {id(r.task.messages[0]): r for r in outs}
+    calls = [0]
+
+    def generate_batch(convs: list[list[dict]]) -> list[str]:
+        rs = [by_id[id(c[0])] for c in convs]
+        prompts = [renderer.build(r.task.messages, c, r.turns, True)[0] for c, r in zip(convs, rs)]
+        s = None if seed is None else seed + 7919 * calls[0]  # fresh per call, reproducible per step
+        calls[0] += 1
+        got = engine.generate(prompts, n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=s)
+        texts = []
+        for r, g in zip(rs, got):
+            sample = g[0]
+            r.turns.append(sample)
+            r.truncated |= sample.finish_reason != "stop"
+            texts.append(renderer.text(sample))
+        return texts
+
+    holds = [i for i, r in enumerate(outs) if r.domain.needs_sandbox and r.task.tools]
+    hold_set = set(holds)
+    waves = [[i for i in range(len(outs)) if i not in hold_set]]
+    waves += [holds[k:k + sandbox_slots] for k in range(0, len(holds), max(1, sandbox_slots))]
+    for wave in waves:
+        if not wave:
+            continue
+        trajs = domains.rollout_batch([(outs[i].domain, outs[i].task) for i in wave], generate_batch, pool)
+        for i, tr in zip(wave, trajs):
+            outs[i].messages = tr
+    for r in outs:
+        conv = list(r.task.messages) + r.messages
+        r.tokens, r.action_mask, r.rollout_logprobs = renderer.build(r.task.messages, conv, r.turns, False)
+    return outs
