@@ -57,7 +57,7 @@ def main(argv=None) -> int:
             conf = json.loads((a.inp / "hf" / "config.json").read_text())
             original = a.rope_original or conf["max_position_embeddings"]
             longest = max(int(n) for n in lc["lengths"])
-            a.max_model_len = a.max_model_len or longest + int(lc.get("max_tokens", 64))
+            a.max_model_len = max(a.max_model_len or 0, longest + int(lc.get("max_tokens", 64)))
             variant = rope.make_variant(a.inp / "hf", Path(tmp) / "hf", kind, factor, original, a.max_model_len)
             rope_info = {"type": kind, "factor": factor, "original_max_position_embeddings": original}
             target = targets.VLLMTarget(variant, max_model_len=a.max_model_len, dtype=a.dtype,

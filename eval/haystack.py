@@ -89,12 +89,13 @@ def _who() -> list[str]:
 
 def essay_sentences(n: int, rng: random.Random) -> list[str]:
     who = _who()
+    c = rng.choice
     forms = (
-        lambda: f" {rng.choice(who).capitalize()} {rng.choice(_VERB)} the {rng.choice(_ADJ)} {rng.choice(_NOUN)} {rng.choice(_WHEN)}.",
-        lambda: f" Near the {rng.choice(_NOUN)}, {rng.choice(who)} {rng.choice(_VERB)} a {rng.choice(_ADJ)} {rng.choice(_NOUN)}.",
-        lambda: f" The {rng.choice(_NOUN)} was {rng.choice(_ADJ)}, and the {rng.choice(_NOUN)} seemed {rng.choice(_ADJ)}.",
-        lambda: f" Nobody knew why the {rng.choice(_ADJ)} {rng.choice(_NOUN)} stood beside the {rng.choice(_NOUN)}.",
-        lambda: f" {rng.choice(_WHEN).capitalize()}, {rng.choice(who)} {rng.choice(_VERB)} every {rng.choice(_NOUN)} in town.",
+        lambda: f" {c(who).capitalize()} {c(_VERB)} the {c(_ADJ)} {c(_NOUN)} {c(_WHEN)}.",
+        lambda: f" Near the {c(_NOUN)}, {c(who)} {c(_VERB)} a {c(_ADJ)} {c(_NOUN)}.",
+        lambda: f" The {c(_NOUN)} was {c(_ADJ)}, and the {c(_NOUN)} seemed {c(_ADJ)}.",
+        lambda: f" Nobody knew why the {c(_ADJ)} {c(_NOUN)} stood beside the {c(_NOUN)}.",
+        lambda: f" {c(_WHEN).capitalize()}, {c(who)} {c(_VERB)} every {c(_NOUN)} in town.",
     )
     seen: dict[str, None] = {}
     while len(seen) < n:

@@ -1,8 +1,9 @@
 """Run the RULER-style suite against a target: build tasks lazily, batch them by tokens, score, aggregate.
 
 Config (recipe section `longctx`): tasks, lengths, depths (for DEPTH_TASKS), per_cell (samples per task x
-length [x depth]), max_tokens, seed, batch_tokens (prompt tokens per generate call). A (task, length) that
-cannot be built (length below the task's fixed text) is listed under `skipped`, not scored.
+length [x depth]), max_tokens, seed, batch_tokens (prompt tokens per generate call), nll (in-process vLLM
+only: also record each prompt's mean token NLL over its last quarter, `tail_nll`, averaged per length).
+A (task, length) that cannot be built (length below the task's fixed text) is listed under `skipped`.
 """
 from __future__ import annotations
 
@@ -34,13 +35,17 @@ def run(target, tok: Tokens, cfg: dict, log=print) -> dict:
     rows, skipped = [], []
     batch: list[ruler.LongTask] = []
     max_tokens, budget = int(cfg.get("max_tokens", 64)), int(cfg.get("batch_tokens", 1 << 20))
+    want_nll = bool(cfg.get("nll")) and hasattr(target, "prompt_nll")
     t0 = time.perf_counter()
 
     def flush():
         gens = target.generate([t.messages for t in batch], max_tokens=max_tokens, temperature=0.0)
-        for t, g in zip(batch, gens):
+        nll = target.prompt_nll([t.messages for t in batch]) if want_nll else [None] * len(batch)
+        for t, g, x in zip(batch, gens, nll):
             row = {"task": t.task, "length": t.length, "depth": t.depth, "seed": t.seed,
                    "prompt_tokens": t.prompt_tokens, "answers": t.answers}
+            if want_nll:
+                row["tail_nll"] = x
             if g.error:
                 row.update(score=None, recall=None, error=g.error, reply=None)
             else:
@@ -61,6 +66,10 @@ def run(target, tok: Tokens, cfg: dict, log=print) -> dict:
     if batch:
         flush()
     agg = scoring.aggregate(rows)
+    if want_nll:
+        for n, v in agg["per_length"].items():
+            xs = [r["tail_nll"] for r in rows if str(r["length"]) == n and r.get("tail_nll") is not None]
+            v["tail_nll"] = sum(xs) / len(xs) if xs else None
     log(f"longctx: {len(rows)} tasks, {agg['errors']} errors, effective length {agg['effective_length']} "
         f"({time.perf_counter() - t0:.1f}s)")
     return {"config": cfg, "summary": agg, "rows": rows, "skipped": skipped}

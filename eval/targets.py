@@ -63,6 +63,28 @@ class VLLMTarget:
                     out[i] = Gen(error=f"vllm: {type(e).__name__}: {str(e)[:300]}")
         return out
 
+    def prompt_nll(self, convs: list[list[dict]], tail_frac: float = 0.25) -> list[float | None]:
+        """Mean negative log-likelihood of the last `tail_frac` of each prompt's tokens (None if it does not fit).
+
+        The length-extrapolation signal of the RoPE study: it moves with the position encoding even when a
+        weak model scores 0 on every task."""
+        from vllm import SamplingParams, TokensPrompt
+
+        ids = self.engine.tokenizer([chat.render(c, add_generation_prompt=True) for c in convs],
+                                    add_special_tokens=False)["input_ids"]
+        keep = [i for i, x in enumerate(ids) if 1 < len(x) < self.max_model_len]
+        out: list[float | None] = [None] * len(convs)
+        if not keep:
+            return out
+        sp = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0)
+        res = self.engine.llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in keep], sp, use_tqdm=False)
+        for i, r in zip(keep, res):
+            toks, lps = ids[i], r.prompt_logprobs  # lps[0] is None: the first token has no context
+            start = max(1, int(len(toks) * (1 - tail_frac)))
+            vals = [lps[j][toks[j]].logprob for j in range(start, len(toks))]
+            out[i] = -sum(vals) / len(vals)
+        return out
+
     def close(self) -> None:
         self.engine = None
 
