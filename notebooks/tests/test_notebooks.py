@@ -1,0 +1,179 @@
+"""Figures: every notebook runs headless from results/reference alone, fresh results win, missing results
+are skipped by name, the documented layouts draw every figure, a broken file fails the run; the
+reference snapshot copies files unchanged with the manifests they measured."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "results" / "reference"
+# results file -> the figure it feeds (the reference panel needs none: it always draws the reported values)
+FEEDS = {"bench/sandbox.json": "sandbox_latency_throughput", "bench/train.json": "train_throughput",
+         "base/eval.json": "pass_rate_by_family", "sft/eval.json": "pass_rate_by_family",
+         "rl/eval.json": "pass_rate_by_family", "rl/metrics.jsonl": "rl_curves", "bench/fast.json": "fast_vs_standard"}
+ALL_FIGURES = {"pass_rate_by_family", "sandbox_latency_throughput", "train_throughput", "reference_panel",
+               "rl_domain_scaling", "rl_curves", "rl_scheduler_ablation", "longctx_grid", "longctx_rope_scaling",
+               "fast_vs_standard"}
+
+
+def figures(results: Path, figs: Path, *only: str) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "notebooks", "--results", str(results), "--figures", str(figs)]
+    for o in only:
+        args += ["--only", o]
+    return subprocess.run(args, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                          text=True, timeout=900)
+
+
+def notebook_text(figs: Path, name: str) -> str:
+    nb = nbformat.read(figs / f"{name}.ipynb", as_version=4)
+    return "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+
+
+@pytest.fixture(scope="module")
+def from_reference(tmp_path_factory):
+    """`make figures` on a tree whose only results are a copy of results/reference/."""
+    tmp = tmp_path_factory.mktemp("nb_ref")
+    shutil.copytree(REFERENCE, tmp / "results" / "reference")
+    r = figures(tmp / "results", tmp / "figures")
+    return r, tmp
+
+
+@pytest.mark.slow
+def test_every_notebook_runs_from_reference_alone(from_reference):
+    r, _ = from_reference
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_reference_results_give_their_figures(from_reference):
+    r, tmp = from_reference
+    have = {rel for rel in FEEDS if (REFERENCE / rel).exists()}
+    assert have, "results/reference/ holds no results at all"
+    want = {FEEDS[rel] for rel in have} | {"reference_panel"}
+    got = {p.stem for p in (tmp / "figures").glob("*.png")}
+    assert want <= got, (want - got, r.stdout[-3000:])
+    for name in got:
+        assert (tmp / "figures" / f"{name}.png").stat().st_size > 10_000  # a drawn figure, not an empty canvas
+
+
+@pytest.mark.slow
+def test_missing_results_are_skipped_by_name(from_reference):
+    r, tmp = from_reference
+    for rel, fig in FEEDS.items():
+        if not (REFERENCE / rel).exists():
+            assert f"no results yet: {tmp / 'results' / rel}" in r.stdout
+    produced = {p.stem for p in (tmp / "figures").glob("*.png")}
+    fed = {FEEDS[rel] for rel in FEEDS if (REFERENCE / rel).exists()}
+    assert "fast_vs_standard" in produced or "fast_vs_standard" not in fed
+    assert not ({"fast_vs_standard", "rl_curves"} - fed) & produced  # nothing drawn without its results
+
+
+@pytest.mark.slow
+def test_fresh_results_take_precedence(tmp_path):
+    res = tmp_path / "results"
+    shutil.copytree(REFERENCE, res / "reference")
+    (res / "bench").mkdir()
+    shutil.copy(REFERENCE / "bench" / "sandbox.json", res / "bench" / "sandbox.json")
+    r = figures(res, tmp_path / "figs", "02_sandbox")
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = notebook_text(tmp_path / "figs", "02_sandbox")
+    assert f"using {res / 'bench' / 'sandbox.json'}" in text and "reference" not in text.split("using ")[1].split()[0]
+
+
+@pytest.mark.slow
+def test_broken_results_fail_the_run(tmp_path):
+    res = tmp_path / "results"
+    (res / "bench").mkdir(parents=True)
+    (res / "bench" / "train.json").write_text("{not json")
+    r = figures(res, tmp_path / "figs", "03_train_throughput")
+    assert r.returncode == 1 and "notebooks failed: ['03_train_throughput']" in r.stderr
+
+
+def _eval_quick(rate: float) -> dict:
+    fams = {}
+    for i, f in enumerate(["math", "agent", "docs", "scene", "terminal", "all"]):
+        fams[f] = {s: {"tasks": 10, "passed": round(10 * min(1.0, rate + 0.05 * i)), "infra_errors": 0,
+                       "pass_rate": min(1.0, rate + 0.05 * i), "mean_turns": 1.5} for s in ("train", "heldout")}
+    return {"schema": {"name": "eval.quick", "version": 1}, "created": "synthetic", "git_commit": "test",
+            "per_family": fams}
+
+
+def _longctx(rope, scores: dict) -> dict:
+    per_length = {str(n): {"score": s} for n, s in scores.items()}
+    grid = {str(n): {f"{d:g}": {"score": s} for d in (0.0, 0.5, 1.0)} for n, s in scores.items()}
+    eff = max([n for n, s in scores.items() if s >= 85.6], default=0)
+    return {"schema": {"name": "eval.longctx", "version": 1}, "rope": rope,
+            "summary": {"per_length": per_length, "grid": grid, "threshold": 85.6, "effective_length": eff}}
+
+
+@pytest.mark.slow
+def test_documented_layouts_draw_every_figure(tmp_path):
+    """Synthetic files (tmp only) in the layouts the notebooks document: every placeholder becomes a figure."""
+    res = tmp_path / "results"
+    w = lambda rel, doc: ((res / rel).parent.mkdir(parents=True, exist_ok=True),  # noqa: E731
+                          (res / rel).write_text(json.dumps(doc) if isinstance(doc, dict) else doc))
+    for st, rate in (("base", 0.1), ("sft", 0.3), ("rl", 0.5)):
+        w(f"{st}/eval.json", _eval_quick(rate))
+    step = lambda s, pr: {"step": s, "pass_rate": pr, "zero_var_frac": 0.5 - pr / 4,  # noqa: E731
+                          "per_family": {"math": {"pass_rate": pr}, "agent": {"pass_rate": None}}}
+    w("rl/metrics.jsonl", "".join(json.dumps(step(s, s / 40)) + "\n" for s in range(1, 21)))
+    for k in ("1", "4", "all"):
+        for seed in (0, 1):
+            w(f"rl/experiments/domains_k{k}_seed{seed}/eval.json", _eval_quick(0.2 + 0.01 * seed + 0.001 * len(k)))
+    for name in ("uniform", "adaptive"):
+        w(f"rl/experiments/scheduler_{name}_seed0/metrics.jsonl",
+          "".join(json.dumps(step(s, s / 50)) + "\n" for s in range(1, 11)))
+    w("eval/longctx_base.json", _longctx(None, {256: 100.0, 512: 90.0, 1024: 40.0}))
+    w("eval/longctx_yarn4.json", _longctx({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256},
+                                          {256: 100.0, 512: 95.0, 1024: 88.0}))
+    w("bench/sandbox.json", (REFERENCE / "bench" / "sandbox.json").read_text())
+    w("bench/train.json", (REFERENCE / "bench" / "train.json").read_text())
+    w("bench/fast.json", {"schema": {"name": "bench.fast"}, "per_batch": {
+        "1": {"standard_tok_s": 10.0, "fast_tok_s": 25.0}, "8": {"standard_tok_s": 50.0, "fast_tok_s": 90.0}},
+        "pass_rate": {"standard": 0.5, "fast": 0.49}})
+    r = figures(res, tmp_path / "figs")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert {p.stem for p in (tmp_path / "figs").glob("*.png")} == ALL_FIGURES, r.stdout[-3000:]
+
+
+# --- results/reference snapshots -------------------------------------------------------------------------
+
+def _run_ref(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "notebooks.reference", *args], cwd=ROOT, capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def test_snapshot_copies_unchanged_with_the_measured_manifest(tmp_path):
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "manifest.json").write_text('{"stage": "sft"}')
+    from model.manifest import sha256_file
+    doc = {**_eval_quick(0.3), "measured": {"path": str(ck), "manifest_sha256": sha256_file(ck / "manifest.json")}}
+    (tmp_path / "results" / "sft").mkdir(parents=True)
+    (tmp_path / "results" / "sft" / "eval.json").write_text(json.dumps(doc))
+    r = _run_ref("--results", str(tmp_path / "results"), "sft/eval.json")
+    assert r.returncode == 0, r.stderr
+    ref = tmp_path / "results" / "reference"
+    assert (ref / "sft" / "eval.json").read_bytes() == (tmp_path / "results" / "sft" / "eval.json").read_bytes()
+    idx = json.loads((ref / "index.json").read_text())["files"]["sft/eval.json"]
+    assert (ref / idx["manifest"]).read_text() == '{"stage": "sft"}'
+
+
+def test_snapshot_refuses_a_result_whose_checkpoint_changed(tmp_path):
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "manifest.json").write_text('{"stage": "sft", "retrained": true}')
+    doc = {**_eval_quick(0.3), "measured": {"path": str(ck), "manifest_sha256": "0" * 64}}
+    (tmp_path / "results" / "sft").mkdir(parents=True)
+    (tmp_path / "results" / "sft" / "eval.json").write_text(json.dumps(doc))
+    r = _run_ref("--results", str(tmp_path / "results"), "sft/eval.json")
+    assert r.returncode == 2 and "missing or changed" in r.stderr
+    assert not (tmp_path / "results" / "reference").exists()  # nothing half-copied
