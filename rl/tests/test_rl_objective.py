@@ -1,0 +1,62 @@
+"""GRPO objective: group advantages with infra exclusions, asymmetric clipping, token-level sums, TIS."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rl.objective import group_advantages, token_loss
+
+
+def test_infra_errors_are_left_out_of_the_group():
+    adv, info = group_advantages([1.0, 0.0, None, 1.0], 4, normalize_std=False)
+    assert adv[2] is None and info == [True]
+    assert adv[0] == pytest.approx(1 / 3) and adv[1] == pytest.approx(-2 / 3)
+
+
+def test_all_equal_groups_carry_no_signal():
+    adv, info = group_advantages([1.0, 1.0, 1.0, 1.0, None, None], 3, normalize_std=True)
+    assert info == [False, False]  # group 2: one valid reward only
+    assert adv[:3] == [0.0, 0.0, 0.0]
+
+
+def test_std_normalization():
+    adv, _ = group_advantages([1.0, 0.0], 2, normalize_std=True)
+    assert adv[0] == pytest.approx(1 / 2 ** 0.5, rel=1e-4) and adv[1] == pytest.approx(-1 / 2 ** 0.5, rel=1e-4)
+
+
+def _loss(new, old, adv, **kw):
+    t = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
+    new = t(new).requires_grad_()
+    kw = {"clip_low": 0.2, "clip_high": 0.28, "tis_cap": 0.0} | kw
+    loss, st = token_loss(new, t(old), t(kw.pop("rollout", old)), t(adv), torch.ones(len(adv)), **kw)
+    loss.backward()
+    return loss, new.grad, st
+
+
+def test_clipping_is_asymmetric():
+    lo, hi = torch.log(torch.tensor(0.7)).item(), torch.log(torch.tensor(1.25)).item()
+    # ratio 1.25 with positive advantage: inside [0.8, 1.28], still has gradient
+    _, g, st = _loss([hi], [0.0], [1.0])
+    assert g.abs().item() > 0 and st["clip_frac_sum"].item() == 0
+    # ratio 0.7 with negative advantage: below 1 - 0.2, clipped, no gradient
+    _, g, st = _loss([lo], [0.0], [-1.0])
+    assert g.item() == 0 and st["clip_frac_sum"].item() == 1
+
+
+def test_loss_is_a_token_sum():
+    loss, _, st = _loss([0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, -2.0])
+    assert loss.item() == pytest.approx(0.0) and st["tokens"].item() == 3
+    loss, _, _ = _loss([0.0] * 3, [0.0] * 3, [1.0] * 3)
+    assert loss.item() == pytest.approx(-3.0)
+
+
+def test_truncated_importance_weight_and_mismatch():
+    # the engine gave the token logprob -1, the trainer 0: weight e^1 capped at 2, mismatch 1
+    loss, _, st = _loss([0.0], [0.0], [1.0], rollout=[-1.0], tis_cap=2.0)
+    assert loss.item() == pytest.approx(-2.0)
+    assert st["mismatch_abs_sum"].item() == pytest.approx(1.0) and st["tis_capped_sum"].item() == 1
+
+
+def test_kl_to_reference_pulls_back():
+    _, g, st = _loss([0.5], [0.5], [0.0], ref_lp=torch.tensor([0.0], dtype=torch.float64), kl_coef=1.0)
+    assert st["kl_sum"].item() > 0 and g.item() > 0  # gradient descent lowers logp toward the reference
