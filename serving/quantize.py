@@ -1,10 +1,12 @@
-"""W8A8 int8 quantization written as a compressed-tensors checkpoint (what vLLM loads on CPU and GPU).
+"""W8A8 quantization written as a compressed-tensors checkpoint (what vLLM loads).
 
-    quantize_hf_dir(Path("ckpt/hf"), Path("out/hf"))
+    quantize_hf_dir(Path("ckpt/hf"), Path("out/hf"), scheme="w8a8_int8", experts=False)
 
-Weights: symmetric int8 per output channel (scale = max|w_row| / 127), stored as `<name>.weight` (int8)
-and `<name>.weight_scale` (float32, [out, 1]). Activations: int8 per token, computed at run time by
-vLLM (dynamic), so no calibration data is needed. Embeddings, norms, lm_head and the MoE router stay
+Weights: symmetric per output channel, int8 (scale = max|w_row| / 127; vLLM CPU and GPU kernels) or
+fp8 e4m3 (scale = max|w_row| / 448; GPU only: vLLM-CPU has no fp8 kernel), stored as `<name>.weight`
+and `<name>.weight_scale` (float32, [out, 1]). Activations: per token, quantized at run time by
+vLLM (dynamic), so no calibration data is needed. MoE experts are quantized only with `experts=True`:
+vLLM's int8 MoE kernel on CPU needs AMX tiles (`experts_supported()`); without it they stay as they are. Embeddings, norms, lm_head and the MoE router stay
 in their original dtype: the router is tiny and its argmax decides expert choice, and vLLM's fused
 MoE kernel expects quantized experts only. No llm-compressor is installed here, so the format is
 written directly; vLLM's CompressedTensorsW8A8Int8 (linear) and W8A8Int8MoE (experts) schemes read it.
@@ -19,38 +21,54 @@ from pathlib import Path
 import torch
 
 # Linear weights of the Llama / Qwen3-MoE HF layouts that are quantized (everything else is kept as is).
-QUANTIZED = re.compile(r"^model\.layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(experts\.\d+\.)?(gate|up|down)_proj)\.weight$")
-IGNORE = ["lm_head", "re:.*mlp\\.gate$"]  # module names vLLM must build unquantized
+DENSE = re.compile(r"^model\.layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)\.weight$")
+EXPERT = re.compile(r"^model\.layers\.\d+\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight$")
+IGNORE = ["lm_head", "re:.*mlp\\.gate$"]  # module names vLLM must build unquantized (lm_head, MoE router)
+SCHEMES = {"w8a8_int8": ("int", "int-quantized", 127.0), "w8a8_fp8": ("float", "float-quantized", 448.0)}
 
 
-def quantization_config() -> dict:
-    """The config.json `quantization_config` block (compressed-tensors, int-quantized W8A8)."""
-    int8 = {"num_bits": 8, "type": "int", "symmetric": True, "group_size": None, "block_structure": None,
-            "actorder": None, "observer": None, "observer_kwargs": {}}
+def experts_supported() -> tuple[bool, str]:
+    """Whether vLLM has a W8A8 MoE kernel on this machine, and why (checked in vLLM 0.32's CPUExpertsInt8)."""
+    if torch.cuda.is_available():
+        return True, "CUDA GPU: vLLM's Triton W8A8 MoE kernels"
+    if getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+        return True, "CPU with AMX tiles: vLLM's CPUExpertsInt8 kernel"
+    return False, ("vLLM-CPU's int8 MoE kernel (CPUExpertsInt8) requires AMX tiles, which this CPU lacks: "
+                   "experts stay unquantized, attention/dense linears are W8A8")
+
+
+def quantization_config(scheme: str = "w8a8_int8", experts: bool = True) -> dict:
+    """The config.json `quantization_config` block (compressed-tensors W8A8, channel weights, token activations)."""
+    typ, fmt, _ = SCHEMES[scheme]
+    q8 = {"num_bits": 8, "type": typ, "symmetric": True, "group_size": None, "block_structure": None,
+          "actorder": None, "observer": None, "observer_kwargs": {}}
     return {
-        "quant_method": "compressed-tensors", "format": "int-quantized", "quantization_status": "compressed",
+        "quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed",
         "config_groups": {"group_0": {
             "targets": ["Linear"],
-            "weights": {**int8, "strategy": "channel", "dynamic": False, "observer": "minmax"},
-            "input_activations": {**int8, "strategy": "token", "dynamic": True},
+            "weights": {**q8, "strategy": "channel", "dynamic": False, "observer": "minmax"},
+            "input_activations": {**q8, "strategy": "token", "dynamic": True},
             "output_activations": None}},
-        "ignore": IGNORE, "kv_cache_scheme": None, "global_compression_ratio": None,
+        "ignore": IGNORE + ([] if experts else ["re:.*mlp\\.experts.*"]),
+        "kv_cache_scheme": None, "global_compression_ratio": None,
     }
 
 
-def quantize_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric per-row int8: w ~= q * scale with q in [-127, 127]."""
+def quantize_weight(w: torch.Tensor, scheme: str = "w8a8_int8") -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric per-row quantization: w ~= q * scale (int8 in [-127, 127] or fp8 e4m3 in [-448, 448])."""
+    _, _, qmax = SCHEMES[scheme]
     w = w.float()
-    scale = (w.abs().amax(dim=1, keepdim=True) / 127.0).clamp(min=1e-12)
-    q = torch.round(w / scale).clamp(-127, 127).to(torch.int8)
-    return q, scale
+    scale = (w.abs().amax(dim=1, keepdim=True) / qmax).clamp(min=1e-12)
+    if scheme == "w8a8_int8":
+        return torch.round(w / scale).clamp(-127, 127).to(torch.int8), scale
+    return (w / scale).clamp(-qmax, qmax).to(torch.float8_e4m3fn), scale
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return q.float() * scale
 
 
-def quantize_hf_dir(src: Path, dst: Path) -> dict:
+def quantize_hf_dir(src: Path, dst: Path, scheme: str = "w8a8_int8", experts: bool = False) -> dict:
     """Write a quantized copy of the HF directory `src` into `dst`; returns stats (counts, max rel. error)."""
     from safetensors.torch import load_file, save_file
 
@@ -64,20 +82,21 @@ def quantize_hf_dir(src: Path, dst: Path) -> dict:
     for f in sorted(src.glob("*.safetensors")):
         for name, t in load_file(str(f)).items():
             bytes_in += t.numel() * t.element_size()
-            if QUANTIZED.match(name):
-                q, s = quantize_weight(t)
+            if DENSE.match(name) or (experts and EXPERT.match(name)):
+                q, s = quantize_weight(t, scheme)
                 worst = max(worst, float((dequantize(q, s) - t.float()).abs().max() / t.float().abs().max().clamp(min=1e-12)))
                 out[name], out[name.removesuffix(".weight") + ".weight_scale"] = q, s
                 n_q += 1
             else:
                 out[name] = t.contiguous()
     if n_q == 0:
-        raise ValueError(f"{src}: no linear weights matched {QUANTIZED.pattern}; is it a Llama / Qwen3-MoE HF export?")
+        raise ValueError(f"{src}: no linear weights matched {DENSE.pattern}; is it a Llama / Qwen3-MoE HF export?")
     bytes_out = sum(t.numel() * t.element_size() for t in out.values())
     save_file(out, str(dst / "model.safetensors"), metadata={"format": "pt"})
-    conf["quantization_config"] = quantization_config()
+    conf["quantization_config"] = quantization_config(scheme, experts)
     (dst / "config.json").write_text(json.dumps(conf, indent=2, sort_keys=True) + "\n")
     for p in src.iterdir():  # tokenizer, chat template, generation config
         if p.is_file() and p.suffix != ".safetensors" and p.name not in ("config.json", "README.md"):
             shutil.copy2(p, dst / p.name)
-    return {"quantized_tensors": n_q, "max_rel_error": worst, "bytes_before": bytes_in, "bytes_after": bytes_out}
+    return {"scheme": scheme, "quantized_experts": experts, "quantized_tensors": n_q, "max_rel_error": worst,
+            "bytes_before": bytes_in, "bytes_after": bytes_out}

