@@ -85,5 +85,13 @@ def table(summary: dict) -> str:
     lines.append(f"{'mean':<18}" + "".join(
         f"{'err' if summary['per_length'][n]['score'] is None else format(summary['per_length'][n]['score'], '.1f'):>9}"
         for n in lengths))
+    depths = sorted({d for row in summary["grid"].values() for d in row}, key=float)
+    if depths:
+        lines.append(f"{'length x depth':<18}" + "".join(f"{d:>9}" for d in depths))
+        for n in sorted(summary["grid"], key=int):
+            row = summary["grid"][n]
+            lines.append(f"{n:<18}" + "".join(
+                f"{'-' if d not in row else ('err' if row[d]['score'] is None else format(row[d]['score'], '.1f')):>9}"
+                for d in depths))
     lines.append(f"effective length (>= {summary['threshold']}): {summary['effective_length']}")
     return "\n".join(lines)

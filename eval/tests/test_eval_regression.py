@@ -85,3 +85,14 @@ def test_heldout_uses_only_heldout_domains_and_oracle_scores_1(pool):
     assert all(x["n"] == 2 for x in r["rows"])
     r0 = heldout.run(EmptyTarget(), cfg, pool, log=lambda *_: None)
     assert r0["summary"]["all"]["pass@2"] == 0.0
+
+
+def test_broken_endpoint_gives_errors_not_fails(fake_openai, pool):
+    from eval.targets import EndpointTarget
+
+    t = EndpointTarget(fake_openai(mode="garbage").url, retries=0)
+    r = regression.run(t, {"only": [8, 16, 24]}, pool, log=lambda *_: None)  # docs, scene, agent
+    assert all(x["error"].startswith("bad response") and x["passed"] is None for x in r["rows"])
+    assert r["summary"]["all"]["errors"] == 3 and r["summary"]["all"]["pass_rate"] is None
+    h = heldout.run(t, {"families": ["math", "agent"], "max_domains": 1, "n": 2, "k": [1, 2]}, pool, log=lambda *_: None)
+    assert h["summary"]["all"]["samples_errors"] == 2 * len(h["rows"]) and h["summary"]["all"]["pass@1"] is None

@@ -24,10 +24,10 @@ def test_answers_come_back_in_order_with_n_samples(fake_openai):
 
 
 def test_timeout_is_a_recorded_error_after_retries(fake_openai):
-    s = fake_openai(mode="slow", sleep_s=2.0)
-    gens = EndpointTarget(s.url, timeout_s=0.3, retries=1, backoff_s=0.01).generate([CONV, CONV])
-    assert all(g.texts == [] and g.error.startswith("timeout") and "2 attempts" in g.error for g in gens)
-    assert len(s.calls) == 4
+    s = fake_openai(mode="slow", sleep_s=4.0)
+    gens = EndpointTarget(s.url, timeout_s=1.0, retries=1, backoff_s=0.01).generate([CONV, CONV])
+    assert all(g.texts == [] and g.error.startswith("timeout") and "2 attempts" in g.error for g in gens), gens
+    assert len(s.calls) <= 4  # two prompts x two attempts (fewer arrive if a connect itself times out)
 
 
 @pytest.mark.parametrize("mode,why", [("garbage", "not JSON"), ("no_choices", "expected 1 choices")])
