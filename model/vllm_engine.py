@@ -59,13 +59,14 @@ class Engine:
         keep = [i for i, x in enumerate(ids) if len(x) < self.max_model_len]
         params = [SamplingParams(n=n, temperature=temperature, top_p=top_p, seed=None if seed is None else seed + i,
                                  max_tokens=min(max_tokens, self.max_model_len - len(ids[i])),
-                                 stop_token_ids=self.stop_ids, logprobs=0, skip_special_tokens=True)
+                                 stop_token_ids=self.stop_ids, logprobs=0,
+                                 skip_special_tokens=False)  # <tool_call> markers are special tokens
                   for i in keep]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in keep], params, use_tqdm=False) \
             if keep else []
         result: list[list[Completion]] = [[Completion("", [], [], "length")] * n for _ in prompts]
         for i, o in zip(keep, outs):
-            result[i] = [Completion(c.text, list(c.token_ids),
+            result[i] = [Completion(_strip_stop(c.text), list(c.token_ids),
                                     [lp[t].logprob for lp, t in zip(c.logprobs or [], c.token_ids)],
                                     c.finish_reason or "length") for c in o.outputs]
         return result
@@ -78,6 +79,12 @@ class Engine:
         if not torch.cuda.is_available():  # CPU MoE kernels need their prepack redone (see repack_cpu_moe)
             self.llm.apply_model(repack_cpu_moe)
         self.llm.reset_prefix_cache()
+
+
+def _strip_stop(text: str) -> str:
+    for t in ("<|im_end|>", "<|endoftext|>"):  # vLLM leaves stop-token text out; make sure of it
+        text = text.removesuffix(t)
+    return text
 
 
 def repack_cpu_moe(model) -> int:
