@@ -41,7 +41,8 @@ def export_in_subprocess(mcore_dir: Path, model_config_json: Path, out_dir: Path
     import os
     import subprocess
 
-    env = {k: v for k, v in os.environ.items() if k not in _DIST_VARS}
+    # TORCHELASTIC_USE_AGENT_STORE in particular makes a fresh process wait for torchrun's store forever
+    env = {k: v for k, v in os.environ.items() if k not in _DIST_VARS and not k.startswith("TORCHELASTIC_")}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "model.export", "--mcore", str(mcore_dir), "--model-config", str(model_config_json),
            "--out", str(out_dir), "--dtype", dtype] + (["--tokenizer", str(tokenizer_dir)] if tokenizer_dir else [])

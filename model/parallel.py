@@ -38,6 +38,7 @@ def init(par: ParallelConfig, model_cfg: ModelConfig, seed: int, seq_length: int
     if not torch.distributed.is_initialized():
         if "MASTER_ADDR" not in os.environ:  # a plain single process
             os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RANK="0", WORLD_SIZE="1")
+            os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)  # else it waits for a torchrun store that is not there
         if on_gpu:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         torch.distributed.init_process_group("nccl" if on_gpu else "gloo",
