@@ -1,9 +1,10 @@
 # %% [markdown]
 # # Long context: score over length × needle depth, and effective length with and without RoPE scaling
-# Reads the long-context summaries written by `eval/`: `results/eval/<stage>.json` (schema `eval.stage`,
-# suite `longctx`) and `results/eval/longctx_*.json` (schema `eval.longctx`; `rope` names the RoPE
-# override, null = none). Summary fields: `grid[length][depth].score` (exact-match %, RULER-style),
-# `per_length[length].score`, `effective_length` (longest length scoring ≥ `threshold`, RULER's 85.6).
+# Reads the long-context summaries written by `eval/` (schemas in eval/README.md): `results/eval/<stage>.json`
+# (`eval.stage`, suite `longctx`) and `results/eval/longctx_*.json` (`eval.longctx`) for the grid:
+# `grid[length][depth].score` (exact-match %, RULER-style), `effective_length` (longest length scoring ≥
+# `threshold`, RULER's 85.6); `results/eval/rope_study.json` (`eval.rope_study`, `make eval-rope`) for the
+# RoPE study: per variant (none, linear:F, yarn:F) `effective_length` and `per_length[n].{score, tail_nll}`.
 
 # %%
 import numpy as np
@@ -60,31 +61,56 @@ else:
     print("no figure: longctx_grid")
 
 # %%
-rope = [x for x in docs if x[4].get("per_length")]
-if any(x[3] for x in rope):
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.4), gridspec_kw={"width_ratios": [1.6, 1]})
+# RoPE study: results/eval/rope_study.json (schema eval.rope_study, eval/06_rope_study.py): one checkpoint,
+# variants none | linear:F | yarn:F, each {effective_length, per_length {n: {score, tail_nll}}} or {error}
+variants, rope_src = [], []
+for p in find_all("eval/rope_study.json"):
+    d = load(p)
+    if schema(d) != "eval.rope_study":
+        skip(p, "unrecognised layout (want schema eval.rope_study)")
+        continue
+    for name, v in d.get("variants", {}).items():
+        if "error" in v:
+            print(f"rope variant {name} failed in that run: {v['error']}")
+            continue
+        label = "no RoPE scaling" if name == "none" else name.replace(":", " ×")
+        variants.append((label, v["effective_length"], v["per_length"]))
+    rope_src.append(source(p, d))
+if not variants:  # single-variant long-context files with a rope override (eval/01_longctx.py --rope)
+    for p, d, lab, r, summ in docs:
+        if d.get("rope") is not None or (r is None and schema(d) == "eval.longctx"):
+            variants.append((lab, summ["effective_length"], summ["per_length"]))
+            rope_src.append(source(p, d))
+    if not any(lab != "no RoPE scaling" for lab, _, _ in variants):
+        variants = []
+if variants:
+    nll = any(x.get("tail_nll") is not None for _, _, pl in variants for x in pl.values())
+    fig, axes = plt.subplots(1, 3 if nll else 2, figsize=(17 if nll else 13, 4.6))
     cmap = plt.get_cmap("tab10")
-    variants = sorted(rope, key=lambda x: (x[3] is not None, (x[3] or {}).get("type", ""), (x[3] or {}).get("factor", 0)))
-    for i, (p, d, lab, r, summ) in enumerate(variants):
-        L = lengths_of(summ)
-        a1.plot([int(n) for n in L], [summ["per_length"][n]["score"] for n in L], "o-", color=cmap(i),
-                label=f"{lab} (eff. {summ['effective_length']})")
-    thr = variants[0][4]["threshold"]
-    a1.axhline(thr, ls="--", color="gray", label=f"threshold {thr}")
-    a1.set_xscale("log", base=2)
-    ticks = sorted({int(n) for x in variants for n in x[4]["per_length"]})
-    a1.set_xticks(ticks, [klabel(n) for n in ticks])
-    a1.set_xlabel("context length (tokens, log scale)")
-    a1.set_ylabel("mean exact-match score (%)")
-    a1.set_title("Score vs length per RoPE setting")
-    a1.legend(fontsize=7)
-    a2.bar(range(len(variants)), [x[4]["effective_length"] for x in variants], color=[cmap(i) for i in range(len(variants))])
-    a2.set_xticks(range(len(variants)), [x[2] for x in variants], rotation=20)
-    a2.set_ylabel("effective length (tokens)")
-    a2.set_xlabel("RoPE scaling")
-    a2.set_title(f"Effective length (score ≥ {thr})")
+    ticks = sorted({int(n) for _, _, pl in variants for n in pl})
+    for i, (lab, eff, pl) in enumerate(variants):
+        L = sorted(pl, key=int)
+        axes[0].plot([int(n) for n in L], [pl[n]["score"] for n in L], "o-", color=cmap(i), label=f"{lab} (eff. {eff})")
+        if nll:
+            axes[2].plot([int(n) for n in L], [pl[n].get("tail_nll") for n in L], "o-", color=cmap(i), label=lab)
+    axes[0].axhline(85.6, ls="--", color="gray", label="threshold 85.6")
+    for ax in (axes[0], axes[2]) if nll else (axes[0],):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [klabel(n) for n in ticks])
+        ax.set_xlabel("context length (tokens, log scale)")
+    axes[0].set_ylabel("mean exact-match score (%)")
+    axes[0].set_title("Score vs length per RoPE setting")
+    axes[0].legend(fontsize=7)
+    axes[1].bar(range(len(variants)), [v[1] for v in variants], color=[cmap(i) for i in range(len(variants))])
+    axes[1].set_xticks(range(len(variants)), [v[0] for v in variants], rotation=25, fontsize=8)
+    axes[1].set_ylabel("effective length (tokens)")
+    axes[1].set_xlabel("RoPE scaling")
+    axes[1].set_title("Effective length (mean score ≥ 85.6)")
+    if nll:
+        axes[2].set_ylabel("mean NLL of the prompt's last quarter (nats/token)")
+        axes[2].set_title("Reading far positions (lower is better)")
+        axes[2].legend(fontsize=7)
     fig.suptitle("RoPE scaling: effective context length with and without scaling")
-    save(fig, "longctx_rope_scaling", [source(x[0], x[1]) for x in variants])
+    save(fig, "longctx_rope_scaling", rope_src)
 else:
-    skip("results/eval/longctx_*.json with a rope override (eval RoPE study)")
-    print("no figure: longctx_rope_scaling")
+    print("no figure: longctx_rope_scaling (make eval-rope writes results/eval/rope_study.json)")

@@ -81,6 +81,9 @@ def main(argv=None) -> int:
                     continue
                 failed.append(path.stem)
                 status = f"FAILED: kernel did not start: {e}"
+            finally:  # nbclient leaves a kernel it did not create running
+                if km.has_kernel:
+                    km.shutdown_kernel(now=True)
             break
         nbformat.write(nb, a.figures / f"{path.stem}.ipynb")
         text = outputs_text(nb)

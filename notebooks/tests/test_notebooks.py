@@ -132,13 +132,17 @@ def test_documented_layouts_draw_every_figure(tmp_path):
         w(f"rl/experiments/scheduler_{name}_seed0/metrics.jsonl",
           "".join(json.dumps(step(s, s / 50)) + "\n" for s in range(1, 11)))
     w("eval/longctx_base.json", _longctx(None, {256: 100.0, 512: 90.0, 1024: 40.0}))
-    w("eval/longctx_yarn4.json", _longctx({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256},
-                                          {256: 100.0, 512: 95.0, 1024: 88.0}))
+    pl = lambda sc: {str(n): {"score": s, "tail_nll": 3.0 + i} for i, (n, s) in enumerate(sc.items())}  # noqa: E731
+    w("eval/rope_study.json", {"schema": {"name": "eval.rope_study", "version": 1}, "train_len": 256, "variants": {
+        "none": {"effective_length": 256, "per_length": pl({256: 100.0, 512: 20.0})},
+        "yarn:2": {"effective_length": 512, "per_length": pl({256: 100.0, 512: 90.0})},
+        "linear:2": {"error": "engine failed"}}})
     w("bench/sandbox.json", (REFERENCE / "bench" / "sandbox.json").read_text())
     w("bench/train.json", (REFERENCE / "bench" / "train.json").read_text())
-    w("bench/fast.json", {"schema": {"name": "bench.fast"}, "per_batch": {
-        "1": {"standard_tok_s": 10.0, "fast_tok_s": 25.0}, "8": {"standard_tok_s": 50.0, "fast_tok_s": 90.0}},
-        "pass_rate": {"standard": 0.5, "fast": 0.49}})
+    w("bench/fast.json", {"schema": {"name": "bench.fast"}, "output_tok_per_s": {
+        "standard": {"1": {"median": 10.0}, "8": {"median": 50.0}}, "fast": {"1": {"median": 25.0}, "8": {"median": 90.0}}},
+        "ratio_vs_standard": {"fast": {"1": 2.5, "8": 1.8}}, "mean_acceptance_length": {"fast": {"1": 2.1, "8": 2.0}},
+        "pass_rate": {"standard": {"pass_rate": 0.5}, "fast": {"pass_rate": 0.49}}, "pass_rate_delta_points": -1.0})
     r = figures(res, tmp_path / "figs")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert {p.stem for p in (tmp_path / "figs").glob("*.png")} == ALL_FIGURES, r.stdout[-3000:]
