@@ -158,6 +158,7 @@ class Trainer:
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.scheduler = Scheduler(self.rows, self.cfg.sched, seed=tr["seed"], data_seed=int(self.data_m.get("seed", 0)))
         if common is not None:
+            self.start_eval = common.get("start_eval")
             self.scheduler.load_state_dict(common["sched"])
             random.setstate(_tuple_state(common["py_rng"]))
             np.random.set_state(tuple(common["np_rng"]))
@@ -168,7 +169,8 @@ class Trainer:
         gpu = torch.cuda.is_available()
         self.engine = RolloutEngine(self.a.inp / "hf", max_model_len=tr["seq_length"], seed=tr["seed"],
                                     kv_cache_gib=ro.kv_cache_gib, gpu_memory_utilization=ro.gpu_memory_utilization,
-                                    enable_sleep_mode=gpu and ro.sleep_between)
+                                    enable_sleep_mode=gpu and ro.sleep_between, dtype=ro.dtype,
+                                    tensor_parallel_size=ro.tensor_parallel_size)
         self.sync_dir = sync_dir()
         self.a.results.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.a.results / "metrics.jsonl"
@@ -221,10 +223,12 @@ class Trainer:
                 if ok or not ro.dynamic_sampling:
                     kept.append((rolls[g * n:(g + 1) * n], adv[g * n:(g + 1) * n]))
         kept = kept[:want]
-        samples = objective.build_samples([r for g in kept for r in g[0]], [x for g in kept for x in g[1]],
-                                          self.rc.train["seq_length"], self.pad_id)
-        samples += [objective.empty_sample(self.rc.train["seq_length"], self.pad_id)
-                    for _ in range(want * n - len(samples))]
+        used = [r for g in kept for r in g[0]]
+        # pipeline stages exchange fixed shapes; otherwise pad only to the step's longest trajectory
+        length = self.rc.train["seq_length"] if self.rc.parallel.pp > 1 else \
+            objective.batch_length(used, self.rc.train["seq_length"])
+        samples = objective.build_samples(used, [x for g in kept for x in g[1]], length, self.pad_id)
+        samples += [objective.empty_sample(length, self.pad_id) for _ in range(want * n - len(samples))]
         scored = sum(f["scored"] for f in fam.values())
         m = {"rollout_s": t_roll, "reward_s": t_rew, "rounds": rounds, "groups_rolled": groups,
              "groups_used": len(kept), "zero_var_frac": flat / max(groups, 1), "infra_errors": infra,
@@ -241,7 +245,7 @@ class Trainer:
         from model import train
         from rl import policy
 
-        par, seq = self.rc.parallel, self.rc.train["seq_length"]
+        par, seq = self.rc.parallel, samples[0]["tokens"].shape[0]
         k = self.cfg.algo.minibatches
         per = len(samples) // k
         # minibatch j is "global step 0" of its own sample list: microbatches() splits it over DP ranks
@@ -298,6 +302,9 @@ class Trainer:
                  f" groups x {self.cfg.rollout.samples_per_prompt} samples, {len(self.rows)} domains")
         if self.start:  # the engine started from the parent: give it the resumed policy
             self._sync()
+        if self.cfg.eval.at_start and not self.start and self.rank0:
+            self.start_eval = self.evaluate()
+            self.log("eval step 0 | " + _eval_line(self.start_eval))
         t_start = time.perf_counter()
         for step in range(self.start, total):
             t0 = time.perf_counter()
@@ -347,7 +354,7 @@ class Trainer:
         from model import checkpoint, parallel
 
         common = [{"step": step, "sched": self.scheduler.state_dict(), "py_rng": random.getstate(),
-                   "np_rng": np.random.get_state()} if self.rank0 else None]
+                   "np_rng": np.random.get_state(), "start_eval": getattr(self, "start_eval", None)} if self.rank0 else None]
         if parallel.world_size() > 1:
             torch.distributed.broadcast_object_list(common, src=0)
         checkpoint.save_step(self.run_dir, step, self.ddp, self.opt, self.sched, common[0])
@@ -379,8 +386,11 @@ class Trainer:
         shutil.copytree(self.a.inp / "tokenizer", tmp / "tokenizer", ignore=shutil.ignore_patterns("manifest.json"))
         hf_io.copy_tokenizer(self.a.inp / "tokenizer", tmp / "hf")
         last = _last_metrics(self.metrics_path)
+        start_eval = getattr(self, "start_eval", None)
         metrics = {"steps": self.rc.train["steps"], "resumed_at": self.start, "eval": table,
                    "heldout_pass_rate": (table.get("all", {}).get("heldout") or {}).get("pass_rate"),
+                   "eval_at_start": start_eval,
+                   "heldout_pass_rate_at_start": ((start_eval or {}).get("all", {}).get("heldout") or {}).get("pass_rate"),
                    "last_step": last}
         data = {"data": {"path": str(self.a.data), "manifest_sha256": mf.sha256_file(self.a.data / "manifest.json")},
                 "rl_config": self.cfg.to_dict(), "scheduler": self.scheduler.summary()}
@@ -388,6 +398,7 @@ class Trainer:
                           metrics=metrics, model_config=self.rc.model.to_dict(), extra=data)
         mf.publish(tmp, self.a.out)
         results.write(self.a.results / "eval.json", "rl.eval", {"per_family": table, "steps": self.rc.train["steps"],
+                                                                "per_family_at_start": start_eval,
                                                                 "recipe": self.rc.cfg.get("recipe")},
                       measured=self.a.out)
         shutil.rmtree(self.run_dir, ignore_errors=True)

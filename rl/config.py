@@ -21,6 +21,8 @@ class RolloutConfig:
     dynamic_sampling: bool = True  # drop groups whose rewards are all equal and refill
     max_rounds: int = 3  # rollout rounds per step when refilling (bounded cost when all groups are flat)
     kv_cache_gib: int = 2  # vLLM-CPU KV cache size
+    dtype: str = "float32"  # engine weights/compute: float32 (CPU, exact logprobs) | bfloat16 (GPU)
+    tensor_parallel_size: int = 1  # engine TP (GPU: its workers are colocated with the trainer ranks)
     gpu_memory_utilization: float = 0.35  # GPU share of a colocated engine (trainer keeps the rest)
     sleep_between: bool = True  # GPU: engine sleeps (weights offloaded, KV freed) during the update
 
@@ -60,6 +62,7 @@ class SchedConfig:
 @dataclass
 class EvalConfig:
     every: int = 0  # held-out evaluation interval in steps (0 = only at the end)
+    at_start: bool = False  # also evaluate the parent's weights before step 1 (the same protocol: a baseline)
     per_domain: int = 2  # eval tasks per domain (eval split)
     max_tokens: int = 96  # tokens per assistant turn (greedy)
     splits: list = field(default_factory=lambda: ["train", "heldout"])  # which eval splits to run
@@ -104,6 +107,8 @@ class RLConfig:
                               "must be >= 1")
         if r.temperature <= 0:
             raise ConfigError(f"rollout.temperature={r.temperature} must be > 0 (RL samples; greedy is for eval)")
+        if r.dtype not in ("float32", "bfloat16"):
+            raise ConfigError(f"rollout.dtype={r.dtype!r}: use float32 or bfloat16")
         if not 0 < r.top_p <= 1:
             raise ConfigError(f"rollout.top_p={r.top_p} must be in (0, 1]")
         if not (0 <= a.clip_low < 1 and a.clip_high >= 0):

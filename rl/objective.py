@@ -38,6 +38,12 @@ def group_advantages(rewards: list[float | None], n: int, normalize_std: bool, e
     return adv, informative
 
 
+def batch_length(rollouts, seq_length: int, multiple: int = 64) -> int:
+    """The padded length of a step's samples: the longest trajectory rounded up, at most seq_length."""
+    longest = max((len(r.tokens) - 1 for r in rollouts), default=1)
+    return max(1, min(seq_length, -(-longest // multiple) * multiple))
+
+
 def build_samples(rollouts, advantages, seq_length: int, pad_id: int) -> list[dict]:
     """One trainer sample per rollout: next-token labels, the action mask and per-token tensors, padded.
 

@@ -87,11 +87,13 @@ class EngineError(RuntimeError):
 
 class RolloutEngine:
     def __init__(self, hf_dir: Path, *, max_model_len: int, seed: int = 0, kv_cache_gib: int = 2,
-                 gpu_memory_utilization: float = 0.35, enable_sleep_mode: bool = False, timeout_s: float = 600):
+                 gpu_memory_utilization: float = 0.35, enable_sleep_mode: bool = False, dtype: str = "float32",
+                 tensor_parallel_size: int = 1, timeout_s: float = 600):
         ctx = mp.get_context("spawn")  # a clean interpreter: no inherited torch/gloo/Megatron state
         self._conn, child = ctx.Pipe()
         kw = dict(max_model_len=max_model_len, seed=seed, kv_cache_gib=kv_cache_gib,
-                  gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=enable_sleep_mode)
+                  gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=enable_sleep_mode, dtype=dtype,
+                  tensor_parallel_size=tensor_parallel_size)
         env_keep = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
                     if k in os.environ}  # the child must not join the trainer's torch.distributed world
         try:

@@ -1,0 +1,111 @@
+"""RL experiments at an equal step budget, evaluated on the held-out domains: domain scaling, scheduler ablation.
+
+    # domain scaling: train on k training domains (family-stratified seeded choice), k in {1, 4, 16, 64, all}
+    python rl/03_experiments.py domain_scaling --in checkpoints/sft --data data/domains \
+        --out results/rl/experiments/domain_scaling.json --ks 1,4,16,64,all --seeds 0
+    # scheduler ablation: uniform sampling vs the pass-rate-aware scheduler
+    python rl/03_experiments.py scheduler --in checkpoints/sft --data data/domains \
+        --out results/rl/experiments/scheduler.json --seeds 0,1
+    # micro (minutes): add --recipe micro_cpu; cluster: --recipe qwen3_30b_a3b_h200x8 --launch "torchrun --nproc-per-node 8"
+
+Each arm is one rl/02_train.py run (own checkpoint under --work, own metrics.jsonl) with the same recipe and
+train.steps; only the arm's setting and the seed change. The held-out pass rate at the end (and of the parent
+before training, eval.at_start) and the training curve summary go into --out (model/results.py schema).
+A finished arm (its manifest exists) is not rerun, so an interrupted experiment resumes arm by arm.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model import manifest, results  # noqa: E402
+from model.config import ConfigError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def arms(a) -> list[tuple[str, list[str]]]:
+    seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
+    out = []
+    for seed in seeds:
+        base = [f"train.seed={1234 + seed}"]
+        if a.experiment == "domain_scaling":
+            for k in a.ks.split(","):
+                k = k.strip()
+                if k != "all" and not k.isdigit():
+                    raise ConfigError(f"--ks entry {k!r}: use integers or 'all'")
+                out.append((f"k{k}_s{seed}", base + [f"sched.num_domains={0 if k == 'all' else int(k)}"]))
+        else:
+            for mode in ("uniform", "pass_rate"):
+                out.append((f"{mode}_s{seed}", base + [f"sched.mode={mode}"]))
+    return out
+
+
+def summarize(run_dir: Path, ckpt: Path) -> dict:
+    m = manifest.verify(ckpt, stage="rl")
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    half = lines[len(lines) // 2:]
+    return {"heldout_pass_rate": m["metrics"].get("heldout_pass_rate"),
+            "heldout_pass_rate_at_start": m["metrics"].get("heldout_pass_rate_at_start"),
+            "eval": m["metrics"].get("eval"), "domains": len(m["scheduler"]),
+            "train_reward_second_half": sum(x["reward"] for x in half) / max(len(half), 1),
+            "train_pass_rate_second_half": sum(x["pass_rate"] for x in half) / max(len(half), 1),
+            "zero_var_frac_mean": sum(x["zero_var_frac"] for x in lines) / max(len(lines), 1),
+            "steps": len(lines), "manifest_sha256": manifest.manifest_hash(ckpt)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("experiment", choices=["domain_scaling", "scheduler"], help="which experiment")
+    ap.add_argument("--in", dest="inp", type=Path, required=True, help="parent checkpoint (checkpoints/sft)")
+    ap.add_argument("--data", type=Path, required=True, help="domains export (data/domains)")
+    ap.add_argument("--out", type=Path, required=True, help="results JSON (results/rl/experiments/<name>.json)")
+    ap.add_argument("--work", type=Path, default=None, help="arm checkpoints and logs (default: <out>.runs/)")
+    ap.add_argument("--recipe", default="tiny_cpu", help="rl/recipes/<name>.yaml for every arm")
+    ap.add_argument("--ks", default="1,4,16,64,all", help="domain counts for domain_scaling")
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (each arm runs once per seed)")
+    ap.add_argument("--launch", default=sys.executable, help="launcher, e.g. 'torchrun --nproc-per-node 8'")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="recipe override for every arm (e.g. train.steps=10)")
+    a = ap.parse_args(argv)
+    try:
+        manifest.verify(a.inp)
+        todo = arms(a)
+    except (ConfigError, manifest.CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    work = a.work or a.out.with_name(a.out.stem + ".runs")
+    work.mkdir(parents=True, exist_ok=True)
+    rows, t0 = {}, time.perf_counter()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for name, sets in todo:
+        ckpt, run_dir = work / name / "ckpt", work / name
+        if not (ckpt / "manifest.json").exists():
+            cmd = shlex.split(a.launch) + [str(ROOT / "rl" / "02_train.py"), "--in", str(a.inp), "--data",
+                                           str(a.data), "--out", str(ckpt), "--results", str(run_dir), "--recipe",
+                                           a.recipe] + [x for s in a.overrides + sets for x in ("--set", s)]
+            print(f"[{name}] {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
+            r = subprocess.run(cmd, env=env)
+            if r.returncode:
+                print(f"error: arm {name} failed (exit {r.returncode}); rerun to resume it", file=sys.stderr)
+                return r.returncode
+        rows[name] = {"overrides": sets, **summarize(run_dir, ckpt)}
+        print(f"[{name}] held-out pass rate {rows[name]['heldout_pass_rate']} "
+              f"(parent {rows[name]['heldout_pass_rate_at_start']})", flush=True)
+    results.write(a.out, f"rl.experiment.{a.experiment}",
+                  {"experiment": a.experiment, "recipe": a.recipe, "overrides": a.overrides, "arms": rows,
+                   "seconds": time.perf_counter() - t0}, measured=a.inp)
+    print(f"-> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+# RL: multi-domain GRPO with vLLM rollouts, domain verifiers and Megatron-Core updates (included by the Makefile).
+RL_KS ?= 1,4,16,64,all## domain counts of the RL domain-scaling experiment
+RL_SEEDS ?= 0## seeds of the RL experiments (comma-separated)
+RL_EXP_SET ?=## extra recipe overrides for every experiment arm, e.g. --set train.steps=10
+RL_EXP_LAUNCH = $(PY)$(if $(filter 1,$(NPROC)),, -m torch.distributed.run --standalone --nproc-per-node $(NPROC))
+
+rl: $(CKPT)/rl/manifest.json ## RL from the SFT checkpoint over the training domains (resumes after a kill)
+$(CKPT)/rl/manifest.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
+	$(LAUNCH) rl/02_train.py --in $(CKPT)/sft --data $(DATA)/domains --out $(CKPT)/rl --results $(RESULTS)/rl --recipe $(RECIPE)
+
+rl-scaling: $(RESULTS)/rl/experiments/domain_scaling.json ## RL on k in RL_KS training domains, equal steps, held-out pass rate
+$(RESULTS)/rl/experiments/domain_scaling.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
+	$(PY) rl/03_experiments.py domain_scaling --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
+		--ks $(RL_KS) --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
+
+rl-sched-ablation: $(RESULTS)/rl/experiments/scheduler.json ## uniform vs pass-rate-aware task scheduler at equal steps
+$(RESULTS)/rl/experiments/scheduler.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
+	$(PY) rl/03_experiments.py scheduler --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
+		--seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
+
+rl-experiments: rl-scaling rl-sched-ablation ## both RL experiments -> results/rl/experiments/
+
+test-rl: setup ## the rl/ tests only
+	$(PY) -m pytest -q -ra rl/tests $(PYTEST_ARGS)
+
+.PHONY: rl rl-scaling rl-sched-ablation rl-experiments test-rl
