@@ -9,8 +9,13 @@ LAUNCH_ARGS ?=## extra launcher arguments with EXECUTOR=slurm, e.g. --dry-run, -
 LAUNCH_PY := .venv-launch/bin/python
 LAUNCH_STAMP := .venv-launch/.setup-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
+# LAUNCH_SINGLE: the prefix for one-process steps that should also move to the cluster (vLLM eval, serving
+# benchmarks): locally plain $(PY), on Slurm one process per node (cluster.launcher=none) with all its GPUs.
+LAUNCH_SINGLE = $(PRELOAD)$(PY)
 ifeq ($(EXECUTOR),slurm)
-LAUNCH = { test -f $(LAUNCH_STAMP) || $(MAKE) --no-print-directory setup-launch; } && $(LAUNCH_PY) -m launch --executor slurm $(LAUNCH_ARGS) --
+LAUNCH_VENV = { test -f $(LAUNCH_STAMP) || $(MAKE) --no-print-directory setup-launch; } && $(LAUNCH_PY) -m launch --executor slurm
+LAUNCH = $(LAUNCH_VENV) $(LAUNCH_ARGS) --
+LAUNCH_SINGLE = $(LAUNCH_VENV) --set cluster.launcher=none $(LAUNCH_ARGS) --
 else ifneq ($(EXECUTOR),local)
 $(error EXECUTOR=$(EXECUTOR) is unknown: use EXECUTOR=local (default) or EXECUTOR=slurm)
 endif

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from launch import __main__ as cli
 from launch.cluster import ClusterConfig, from_recipe
@@ -56,6 +57,36 @@ def test_cluster_must_fit_the_recipes_parallel_layout():
                                                         "cluster.nodes=3"])
     with pytest.raises(ConfigError, match=r"nodes\*gpus_per_node=3\*8=24 does not fit.*global_batch_size=64"):
         from_recipe(cfg, "sft/qwen3_30b_a3b_h200x8")
+
+
+CLUSTER_RECIPES = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/recipes/*.yaml")
+                         if "cluster" in (yaml.safe_load(p.read_text()) or {}))
+
+
+@pytest.mark.parametrize("path", CLUSTER_RECIPES)
+def test_every_cluster_recipe_fits_its_layout(path, monkeypatch):
+    """The repo's cluster recipes pass the launcher's checks once the site values (image, account) are given."""
+    monkeypatch.setenv("SBATCH_ACCOUNT", "acct")
+    stage, name = Path(path).parts[0], Path(path).stem
+    cfg = load_recipe(stage, name, ["cluster.container_image=img"])
+    assert from_recipe(cfg, path).world_size == cfg["cluster"]["nodes"] * cfg["cluster"]["gpus_per_node"]
+
+
+def make_n(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-n", "-B", "--no-print-directory", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_make_slurm_wraps_the_training_step_in_the_launcher(tmp_path):
+    r = make_n("sft", "EXECUTOR=slurm", "LAUNCH_ARGS=--detach", f"CKPT={tmp_path}/ck", f"DATA={tmp_path}/d")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "sft/02_train.py" in ln)
+    assert ".venv-launch/bin/python -m launch --executor slurm --detach -- sft/02_train.py" in line
+
+
+def test_make_rejects_an_unknown_executor():
+    r = make_n("help", "EXECUTOR=k8s")
+    assert r.returncode != 0 and "EXECUTOR=k8s is unknown" in r.stderr
 
 
 def test_cli_refuses_recipe_without_cluster_section(capsys):
