@@ -31,8 +31,13 @@ $(LAUNCH_STAMP): pyproject.toml
 	$(LAUNCH_PY) -c "import nemo_run, yaml; print('setup-launch ok: nemo_run', nemo_run.__version__)"
 	rm -f .venv-launch/.setup-* && touch $@
 
-# `make sbatch CMD="sft/02_train.py --in ... --recipe NAME"`: the Slurm script a cluster run would submit
-CMD ?=## with `make sbatch`: the stage command to render, e.g. "sft/02_train.py --in checkpoints/base ... --recipe NAME"
-sbatch: $(LAUNCH_STAMP) ## print the sbatch script for CMD (dry run: nothing submitted, no cluster needed)
-	@test -n "$(CMD)" || { echo 'error: set CMD="<stage script> <args> --recipe NAME", e.g. CMD="sft/02_train.py --in $(CKPT)/base --data $(DATA)/sft --out $(CKPT)/sft --recipe qwen3_30b_a3b_h200x8"' >&2; exit 2; }
-	$(LAUNCH_PY) -m launch --executor slurm --dry-run $(LAUNCH_ARGS) -- $(CMD)
+# `make sbatch STAGE=sft RECIPE=...`: the sbatch script of every step of that stage that `EXECUTOR=slurm make
+# $(STAGE)` would submit, read off make's own dry run (so it never drifts from the stage fragments);
+# `make sbatch CMD="<script> <args>"` renders one command instead. Nothing is submitted, no cluster needed.
+CMD ?=## with `make sbatch`: one stage command to render instead of STAGE's, e.g. "sft/02_train.py ... --recipe NAME"
+sbatch: $(LAUNCH_STAMP) ## print the sbatch script(s) EXECUTOR=slurm would submit for STAGE (or CMD); submits nothing
+	@if [ -n "$(CMD)" ]; then cmds='$(CMD)'; else \
+	  cmds=$$($(MAKE) -n -B --no-print-directory EXECUTOR=slurm LAUNCH_ARGS= $(STAGE) 2>/dev/null \
+	    | sed -n 's|.* -m launch --executor slurm *-- *\($(STAGE)/.*\)|\1|p'); \
+	  test -n "$$cmds" || { echo "error: \`make $(STAGE)\` has no \$$(LAUNCH) step to submit: set STAGE=<stage with a training step> or CMD=\"<script> <args>\"" >&2; exit 2; }; fi; \
+	while read -r cmd; do $(LAUNCH_PY) -m launch --executor slurm --dry-run $(LAUNCH_ARGS) -- $$cmd || exit $$?; done <<< "$$cmds"

@@ -165,6 +165,20 @@ def test_sbatch_runs_the_clone_in_the_container(sft_sbatch):
 
 
 @pytest.mark.slow
+def test_make_sbatch_renders_the_stages_own_step(launch_venv, tmp_path):
+    """`make sbatch STAGE=sft` reads the command off make's dry run of `EXECUTOR=slurm make sft`."""
+    r = subprocess.run(["make", "--no-print-directory", "sbatch", "STAGE=sft", "RECIPE=qwen3_30b_a3b_h200x8",
+                        f"CKPT={tmp_path}/ck", f"DATA={tmp_path}/d",
+                        f"LAUNCH_ARGS=--set cluster.container_image=img --set cluster.job_dir={tmp_path}/j"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, SBATCH_ACCOUNT="acct", NEMORUN_HOME=str(tmp_path / "nr")))
+    assert r.returncode == 0, r.stderr[-3000:]
+    srun = [ln for ln in r.stdout.splitlines() if ln.startswith("srun ")]
+    assert len(srun) == 1 and srun[0].endswith(f"sft/02_train.py --in {tmp_path}/ck/base --data {tmp_path}/d/sft "
+                                               f"--out {tmp_path}/ck/sft --recipe qwen3_30b_a3b_h200x8")
+
+
+@pytest.mark.slow
 def test_one_process_per_node_launcher(launch_venv, tmp_path):
     """launcher: none (vLLM eval with its own parallelism): python once per node, no torchrun."""
     recipe = tmp_path / "eval_h200x8.yaml"
