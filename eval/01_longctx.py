@@ -59,7 +59,11 @@ def main(argv=None) -> int:
             longest = max(int(n) for n in lc["lengths"])
             a.max_model_len = max(a.max_model_len or 0, longest + int(lc.get("max_tokens", 64)))
             variant = rope.make_variant(a.inp / "hf", Path(tmp) / "hf", kind, factor, original, a.max_model_len)
-            rope_info = {"type": kind, "factor": factor, "original_max_position_embeddings": original}
+            limit = rope.supported_len(kind, factor, original)
+            if limit is not None:  # longer prompts are recorded as errors (over max_model_len), never run past the cache
+                a.max_model_len = min(a.max_model_len, limit)
+            rope_info = {"type": kind, "factor": factor, "original_max_position_embeddings": original,
+                         "supported_len": limit, "max_model_len": a.max_model_len}
             target = targets.VLLMTarget(variant, max_model_len=a.max_model_len, dtype=a.dtype,
                                         kv_cache_gib=a.kv_cache_gib, tensor_parallel_size=a.tp)
         else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import time
 import urllib.error
 import urllib.request
@@ -82,7 +83,8 @@ class VLLMTarget:
             toks, lps = ids[i], r.prompt_logprobs  # lps[0] is None: the first token has no context
             start = max(1, int(len(toks) * (1 - tail_frac)))
             vals = [lps[j][toks[j]].logprob for j in range(start, len(toks))]
-            out[i] = -sum(vals) / len(vals)
+            nll = -sum(vals) / len(vals)
+            out[i] = nll if math.isfinite(nll) else None  # NaN/inf: positions the model cannot represent
         return out
 
     def close(self) -> None:

@@ -61,8 +61,10 @@ def test_rope_variant_configs(tmp_path):
     (src / "model.safetensors").write_bytes(b"x")
     y = json.loads((rope.make_variant(src, tmp_path / "y", "yarn", 4.0, 256, 2048) / "config.json").read_text())
     assert y["rope_scaling"] == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256}
-    assert y["max_position_embeddings"] == 2048 and (tmp_path / "y" / "model.safetensors").is_symlink()
+    # a scaled variant is defined up to original x factor (vLLM's cos/sin cache): that is its max length
+    assert y["max_position_embeddings"] == 1024 == rope.supported_len("yarn", 4.0, 256)
+    assert (tmp_path / "y" / "model.safetensors").is_symlink()
     n = json.loads((rope.make_variant(src, tmp_path / "n", "none", 1.0, 256, 512) / "config.json").read_text())
-    assert "rope_scaling" not in n and n["max_position_embeddings"] == 1024
+    assert "rope_scaling" not in n and n["max_position_embeddings"] == 1024 and rope.supported_len("none", 1, 256) is None
     with pytest.raises(ValueError, match="factor must be > 1"):
         rope.parse("linear:1")
