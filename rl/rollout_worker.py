@@ -46,11 +46,12 @@ def _serve(conn, hf_dir: str, kw: dict) -> None:
                 conn.send(("ok", None))
                 return
             if cmd == "generate":
-                prompts, n, temperature, top_p, max_tokens, seed = args
+                prompts, n, temperature, top_p, max_tokens, seed, ignore_eos = args
                 params = [SamplingParams(n=n, temperature=temperature, top_p=top_p,
                                          seed=None if seed is None else seed + i,
                                          max_tokens=max(1, min(max_tokens, eng.max_model_len - len(p))),
-                                         stop_token_ids=eng.stop_ids, logprobs=0, skip_special_tokens=False)
+                                         stop_token_ids=[] if ignore_eos else eng.stop_ids, ignore_eos=ignore_eos,
+                                         logprobs=0, skip_special_tokens=False)
                           for i, p in enumerate(prompts)]
                 res = []
                 outs = eng.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False) \
@@ -122,10 +123,12 @@ class RolloutEngine:
         return self._recv(cmd)
 
     def generate(self, prompts: list[list[int]], *, n: int = 1, temperature: float = 1.0, top_p: float = 1.0,
-                 max_tokens: int = 96, seed: int | None = None) -> list[list[Sample]]:
-        """n samples per prompt; a prompt with no room left in the context gets empty 'length' samples."""
+                 max_tokens: int = 96, seed: int | None = None, ignore_eos: bool = False) -> list[list[Sample]]:
+        """n samples per prompt; a prompt with no room left in the context gets empty 'length' samples.
+        ignore_eos: always max_tokens (benchmarks)."""
         room = [i for i, p in enumerate(prompts) if len(p) < self.max_model_len]
-        got = self._call("generate", ([prompts[i] for i in room], n, temperature, top_p, max_tokens, seed)) \
+        got = self._call("generate", ([prompts[i] for i in room], n, temperature, top_p, max_tokens, seed,
+                                      ignore_eos)) \
             if room else []
         out = [[Sample([], [], "length") for _ in range(n)] for _ in prompts]
         for i, samples in zip(room, got):

@@ -20,7 +20,10 @@ $(RESULTS)/rl/experiments/scheduler.json: $(CKPT)/sft/manifest.json $(DATA)/doma
 
 rl-experiments: rl-scaling rl-sched-ablation ## both RL experiments -> results/rl/experiments/
 
+bench-rl: setup ## vLLM vs transformers rollout tok/s, weight-sync s vs bytes, RL step split -> results/bench/rl.json
+	$(PRELOAD)$(PY) rl/bench_rl.py --in $(CKPT)/sft --out $(RESULTS)/bench/rl.json --metrics $(RESULTS)/rl/metrics.jsonl
+
 test-rl: setup ## the rl/ tests only
 	$(PY) -m pytest -q -ra rl/tests $(PYTEST_ARGS)
 
-.PHONY: rl rl-scaling rl-sched-ablation rl-experiments test-rl
+.PHONY: rl rl-scaling rl-sched-ablation rl-experiments bench-rl test-rl

@@ -1,0 +1,129 @@
+"""RL benchmark: rollout throughput of vLLM vs transformers `generate` (same model, prompts, sampling, token
+count, in one run), weight-sync seconds against model bytes, and the RL step time split from a metrics file.
+
+    python rl/bench_rl.py --in checkpoints/sft --out results/bench/rl.json [--metrics results/rl/metrics.jsonl]
+    python rl/bench_rl.py --in /work/chain_micro/sft --out /tmp/rl.json --prompts 8 --samples 4 --tokens 32
+
+Baseline: transformers `generate` (do_sample, num_return_sequences) on the same HF directory, float32, in
+this process; vLLM runs in its own process (rl/rollout_worker.py), both forced to exactly --tokens new
+tokens per sample (ignore EOS). Sync: Megatron model loaded from <in>/mcore -> rl/sync.py (HF safetensors
+in /dev/shm + in-place reload), timed --sync-reps times. Absolute numbers depend on the machine's load:
+compare the ratios, measured back to back.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+
+def prompts(tok, n: int) -> list[list[int]]:
+    import domains
+    from domains import chat
+
+    names = sorted(n_ for n_, d in domains.registry().items() if not d.needs_sandbox)
+    out = []
+    for i in range(n):
+        d = domains.get(names[(i * 7) % len(names)])
+        t = d.generate(i, min(d.difficulties))
+        out.append(tok(chat.render(t.messages, add_generation_prompt=True), add_special_tokens=False)["input_ids"])
+    return out
+
+
+def hf_generate(hf_dir: Path, ps: list[list[int]], samples: int, tokens: int) -> float:
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32).eval()
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for p in ps:  # one prompt x `samples` sequences per call: no padding asymmetry
+            x = torch.tensor([p])
+            out = m.generate(x, attention_mask=torch.ones_like(x), do_sample=True, temperature=1.0, top_k=0,
+                             max_new_tokens=tokens, min_new_tokens=tokens, num_return_sequences=samples,
+                             pad_token_id=0)
+            assert out.shape[1] - x.shape[1] == tokens
+    return time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--in", dest="inp", type=Path, required=True, help="checkpoint with hf/, mcore/, tokenizer/")
+    ap.add_argument("--out", type=Path, required=True, help="results JSON (results/bench/rl.json)")
+    ap.add_argument("--metrics", type=Path, default=None, help="an RL run's metrics.jsonl for the step split")
+    ap.add_argument("--prompts", type=int, default=16, help="prompts per batch")
+    ap.add_argument("--samples", type=int, default=4, help="samples per prompt")
+    ap.add_argument("--tokens", type=int, default=64, help="new tokens per sample")
+    ap.add_argument("--sync-reps", type=int, default=3, help="timed weight syncs")
+    a = ap.parse_args(argv)
+    from model import manifest, results
+
+    try:
+        manifest.verify(a.inp)
+    except manifest.CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from transformers import PreTrainedTokenizerFast
+
+    from model import checkpoint, parallel
+    from model.build import build_model
+    from model.config import ModelConfig, ParallelConfig
+    from model.train import OptimConfig, setup
+    from rl import sync
+    from rl.rollout_worker import RolloutEngine
+
+    tok = PreTrainedTokenizerFast.from_pretrained(str(a.inp / "tokenizer"))
+    ps = prompts(tok, a.prompts)
+    mcfg = ModelConfig.from_dict(json.loads((a.inp / "model_config.json").read_text()))
+    gen_tokens = a.prompts * a.samples * a.tokens
+    with RolloutEngine(a.inp / "hf", max_model_len=mcfg.max_position_embeddings, seed=0) as eng:
+        eng.generate(ps[:2], n=2, max_tokens=8, seed=0, ignore_eos=True)  # warm-up
+        t0 = time.perf_counter()
+        outs = eng.generate(ps, n=a.samples, temperature=1.0, max_tokens=a.tokens, seed=1, ignore_eos=True)
+        vllm_s = time.perf_counter() - t0
+        assert sum(len(s.token_ids) for o in outs for s in o) == gen_tokens
+        hf_s = hf_generate(a.inp / "hf", ps, a.samples, a.tokens)
+
+        par = ParallelConfig(micro_batch_size=1, global_batch_size=1)
+        parallel.init(par, mcfg, seed=0)
+        model = build_model(mcfg, par)
+        ddp, _, _ = setup(model, OptimConfig(warmup_steps=0), 1, 1)
+        checkpoint.load_model_only(model, a.inp / "mcore")
+        d = sync.sync_dir()
+        syncs = [sync.sync(ddp, mcfg, eng, d / "hf", a.inp / "tokenizer") for _ in range(a.sync_reps)]
+        import shutil
+
+        shutil.rmtree(d, ignore_errors=True)
+        parallel.destroy()
+    split = None
+    if a.metrics and a.metrics.exists():
+        ms = [json.loads(x) for x in a.metrics.read_text().splitlines() if x.strip()]
+        split = {k: statistics.median(m[k] for m in ms) for k in ("rollout_s", "reward_s", "update_s", "sync_s",
+                                                                     "step_s")}
+        split["steps"] = len(ms)
+        split["source"] = str(a.metrics)
+    nbytes = syncs[0]["sync_bytes"]
+    numbers = {
+        "rollout": {"prompts": a.prompts, "samples": a.samples, "new_tokens_each": a.tokens,
+                    "vllm_tok_per_s": gen_tokens / vllm_s, "hf_generate_tok_per_s": gen_tokens / hf_s,
+                    "ratio_vllm_over_hf": hf_s / vllm_s, "baseline": "transformers generate, same model/batch/tokens"},
+        "weight_sync": {"model_bytes": nbytes, "export_s": statistics.median(s["export_s"] for s in syncs),
+                        "reload_s": statistics.median(s["reload_s"] for s in syncs),
+                        "sync_s": statistics.median(s["sync_s"] for s in syncs),
+                        "gb_per_s": nbytes / 1e9 / statistics.median(s["sync_s"] for s in syncs), "reps": a.sync_reps},
+        "step_split_median_s": split,
+    }
+    results.write(a.out, "bench.rl", numbers, measured=a.inp)
+    print(json.dumps(numbers, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
