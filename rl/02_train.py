@@ -78,11 +78,10 @@ def main(argv=None) -> int:
     from rl.config import RLConfig
 
     try:
-        parent = manifest.verify(a.inp, stage="sft") if (a.inp / "manifest.json").exists() and \
-            json.loads((a.inp / "manifest.json").read_text()).get("stage") == "sft" else manifest.verify(a.inp)
-        data_m = json.loads((a.data / "manifest.json").read_text()) if (a.data / "manifest.json").exists() else None
-        if data_m is None or data_m.get("stage") != "data":
-            raise manifest.CheckpointError(f"{a.data}: no domains export manifest (stage 'data'); run `make data`")
+        parent = manifest.verify(a.inp)  # any stage with mcore/, hf/, tokenizer/ (normally sft)
+        if not (a.data / "manifest.json").exists():
+            raise manifest.CheckpointError(f"{a.data}: no domains export manifest; run `make data`")
+        data_m = manifest.verify(a.data, stage="data")
         if not (a.data / "rl").is_dir() or not (a.data / "eval").is_dir():
             raise manifest.CheckpointError(f"{a.data}: missing rl/ or eval/; re-export with `python -m domains export`")
         rc = loop.resolve("rl", a.recipe, a.overrides, model_dict=parent["model_config"])
@@ -140,7 +139,10 @@ class Trainer:
         else:
             checkpoint.load_model_only(model, a.inp / "mcore")
         self.scheduler = self.engine = self.pool = self.renderer = None
-        self.sync_dir = None
+        # one process: tmpfs; several: the run directory, which every rank (and node) sees at the same path
+        from rl.sync import sync_dir
+
+        self.sync_dir = (sync_dir() if parallel.world_size() == 1 else self.run_dir / "sync")
         if self.rank0:
             self._setup_rank0(common)
 
@@ -149,7 +151,6 @@ class Trainer:
 
         from rl.rollout_worker import RolloutEngine
         from rl.scheduler import Scheduler
-        from rl.sync import sync_dir
         from rl.trajectory import Renderer
 
         tr, ro = self.rc.train, self.cfg.rollout
@@ -171,7 +172,6 @@ class Trainer:
                                     kv_cache_gib=ro.kv_cache_gib, gpu_memory_utilization=ro.gpu_memory_utilization,
                                     enable_sleep_mode=gpu and ro.sleep_between, dtype=ro.dtype,
                                     tensor_parallel_size=ro.tensor_parallel_size)
-        self.sync_dir = sync_dir()
         self.a.results.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.a.results / "metrics.jsonl"
         _truncate_metrics(self.metrics_path, self.start)
@@ -202,6 +202,9 @@ class Trainer:
             scores = rewards.score_all(rolls, self.pool, rw)
             t_roll += t1 - t0
             t_rew += time.perf_counter() - t1
+            self.log(f"  step {step + 1} round {rnd + 1}: {len(rolls)} rollouts "
+                     f"({sum(len(r.turns) for r in rolls)} turns, {sum(len(s.token_ids) for r in rolls for s in r.turns)}"
+                     f" tokens) in {t1 - t0:.1f}s, rewards in {time.perf_counter() - t1:.1f}s")
             values = [None if s.infra_error else rewards.shaped(r, s, rw.format_weight) for r, s in zip(rolls, scores)]
             adv, informative = objective.group_advantages(values, n, self.cfg.algo.normalize_std)
             self.scheduler.update([(r.domain.name, r.task.difficulty, s.passed) for r, s in zip(rolls, scores)
@@ -289,8 +292,7 @@ class Trainer:
     def _sync(self) -> dict:
         from rl import sync
 
-        return sync.sync(self.ddp, self.rc.model, self.engine, (self.sync_dir or Path("/nonexistent")) / "hf",
-                         self.a.inp / "tokenizer")
+        return sync.sync(self.ddp, self.rc.model, self.engine, self.sync_dir / "hf", self.a.inp / "tokenizer")
 
     def _run(self) -> int:
         from model import parallel

@@ -28,7 +28,19 @@ class Sample:
     finish_reason: str  # stop | length
 
 
+def _die_with_parent() -> None:
+    """Linux: the engine gets SIGKILL when the trainer dies (even by kill -9), so no orphan holds memory."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _serve(conn, hf_dir: str, kw: dict) -> None:
+    _die_with_parent()
     from model.vllm_engine import Engine
 
     try:

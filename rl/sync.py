@@ -46,6 +46,7 @@ def write_hf(ddp, mcfg, out_dir: Path, tokenizer_dir: Path, dtype: str = "float3
             if out_dir.exists():
                 shutil.rmtree(out_dir)
             export_in_subprocess(stage, stage / "model_config.json", out_dir, tokenizer_dir, dtype)
+            shutil.rmtree(stage)
         torch.distributed.barrier()
     return sum(p.stat().st_size for p in out_dir.glob("*.safetensors")) if parallel.is_rank0() else 0
 

@@ -86,3 +86,18 @@ def test_kill9_resume_gives_the_same_metrics(full, chain, tmp_path):
         for k in ("reward", "pass_rate", "zero_var_frac", "groups_used", "infra_errors", "action_tokens"):
             assert a[k] == b[k], (a["step"], k)
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
+
+
+def test_bad_batch_geometry_is_refused_before_work(chain, tmp_path):
+    r = run(cmd(chain, tmp_path / "rl", "parallel.global_batch_size=6"), timeout=600)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: parallel.global_batch_size=6 must equal groups_per_step*samples_per_prompt")
+    assert not (tmp_path / "rl").exists() and not (tmp_path / "rl.run").exists()
+
+
+def test_missing_data_export_is_refused(chain, tmp_path):
+    r = run([sys.executable, "rl/02_train.py", "--in", str(chain / "policy"), "--data", str(tmp_path / "nope"),
+             "--out", str(tmp_path / "rl"), "--recipe", "micro_cpu"], timeout=600)
+    assert r.returncode == 2 and "make data" in r.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "rl").exists()
