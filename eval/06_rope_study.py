@@ -6,8 +6,9 @@
     python eval/06_rope_study.py --in checkpoints/rl --out results/eval/rope_study.json --recipe rope_h200x8
 
 For every variant (none, linear:F, yarn:F for each factor F) it runs eval/01_longctx.py in its own process (one
-vLLM engine per process) at lengths train_len x {1, 2, 4, 8} (those the tasks fit in), on the recipe's long-context
-tasks, and records the per-length mean score, the effective length (RULER threshold 85.6) and the mean token NLL
+vLLM engine per process) at prompt lengths train_len x {1, 2, 4, 8} - max_tokens, so prompt + answer fill exactly
+that many positions (a factor-F variant is defined up to train_len x F positions: eval/rope.py), on the recipe's
+long-context tasks, and records the per-length mean score, the effective length (RULER threshold 85.6) and the mean token NLL
 of the last quarter of each prompt (`tail_nll`: how well the model still reads text at those positions, a
 signal even where a weak model scores 0 everywhere). The variants only
 rewrite config.json (eval/rope.py); "none" is plain RoPE extrapolation past the training length.
@@ -51,7 +52,11 @@ def main(argv=None) -> int:
             raise ConfigError(f"--factors {a.factors} must be > 1 and --multiples {a.multiples} >= 1")
     except (ConfigError, CheckpointError, ValueError, KeyError, FileNotFoundError) as e:
         return cli.fail(str(e))
-    lengths = [train_len * x for x in multiples]
+    max_tokens = int(cfg["longctx"].get("max_tokens", 64))
+    lengths = [train_len * x - max_tokens for x in multiples]
+    if min(lengths) < 64:
+        return cli.fail(f"train_len {train_len} x {min(multiples)} leaves {min(lengths)} prompt tokens after "
+                        f"longctx.max_tokens={max_tokens}: lower max_tokens or raise --multiples")
     variants = ["none"] + [f"{k}:{f:g}" for f in factors for k in ("linear", "yarn")]
     study = {}
     with tempfile.TemporaryDirectory(prefix="rope-study-") as tmp:
@@ -74,6 +79,7 @@ def main(argv=None) -> int:
                 for n, x in s["per_length"].items()}}
             cells = "  ".join(f"{n}:{'-' if x['score'] is None else format(x['score'], '.1f')}/"
                               f"{'-' if x['tail_nll'] is None else format(x['tail_nll'], '.3f')}"
+                              f"{'' if not x['errors'] else ' (' + str(x['errors']) + ' err)'}"
                               for n, x in sorted(study[v]["per_length"].items(), key=lambda kv: int(kv[0])))
             print(f"{v:<10} effective {study[v]['effective_length']:>6}   score/tail NLL per length: {cells}")
     results.write(a.out, "eval.rope_study", {"train_len": train_len, "lengths": lengths, "factors": factors,
