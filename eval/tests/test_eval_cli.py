@@ -33,12 +33,13 @@ def test_eval_writes_the_documented_schema_for_a_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--in", "/nonexistent/ckpt"], "no such checkpoint directory"),
+    (["--in", "{tmp}/no_ckpt"], "no such checkpoint directory"),
     (["--endpoint", "localhost:8000"], "is not an http(s) URL"),
     ([], "exactly one of --in"),
-    (["--endpoint", "http://127.0.0.1:9/v1", "--tokenizer", "/nonexistent"], "tokenizer /nonexistent not found"),
+    (["--endpoint", "http://127.0.0.1:9/v1", "--tokenizer", "{tmp}/no_tokenizer"], "no_tokenizer not found"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, msg):
+    args = [x.replace("{tmp}", str(tmp_path)) for x in args]
     out = tmp_path / "r.json"
     r = run([sys.executable, "eval/04_eval.py", *args, "--out", str(out), "--recipe", "micro_cpu",
              "--suites", "longctx"])
