@@ -24,7 +24,7 @@ LAUNCH = $(PRELOAD)$(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc
 # the stamp names a hash of the pinned dependencies only, so editing tool settings in pyproject.toml reinstalls nothing
 SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']).encode()))" 2>/dev/null)
 
-.PHONY: help setup test test-fast demo base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox clean-checkpoints
+.PHONY: help setup test test-fast demo base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox serve-sandbox clean-checkpoints
 
 help: ## list targets and variables
 	@grep -hE '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -86,12 +86,19 @@ import-base: setup ## import an HF checkpoint (HF=dir) as the base instead of pr
 	@test -n "$(HF)" || { echo "error: set HF=<huggingface checkpoint dir> (config.json + *.safetensors)" >&2; exit 2; }
 	$(LAUNCH) pretrain_ckpt/04_import_hf.py --in $(HF) --out $(CKPT)/base
 
+PORT ?= 8765## port for `make serve-sandbox`
 STAGE ?= sft## stage whose recipe `make plan` checks
 plan: setup ## check a recipe's layout, memory per GPU and step time, no GPU needed (STAGE=sft RECIPE=...)
 	$(PY) -m model.plan $(STAGE)/recipes/$(RECIPE).yaml --base $(CKPT)/base
 
 bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU -> results/bench/train.json
 	$(PY) pretrain_ckpt/bench_train.py --out $(RESULTS)/bench/train.json
+
+bench-sandbox: setup ## sandbox cold-start p50/p99 per tier vs a plain subprocess, tasks/s at 1-8 -> results/bench/sandbox.json
+	$(PY) -m sandbox.bench --out $(RESULTS)/bench/sandbox.json
+
+serve-sandbox: setup ## the sandbox pool as an HTTP server on 127.0.0.1 (PORT=8765; token in SANDBOX_TOKEN or printed)
+	$(PY) -m sandbox serve --host 127.0.0.1 --port $(PORT)
 
 clean-checkpoints: ## delete checkpoints/ and data/ (asks nothing: they are outputs)
 	rm -rf $(CKPT) $(DATA)
