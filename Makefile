@@ -86,7 +86,7 @@ import-base: setup ## import an HF checkpoint (HF=dir) as the base instead of pr
 	@test -n "$(HF)" || { echo "error: set HF=<huggingface checkpoint dir> (config.json + *.safetensors)" >&2; exit 2; }
 	$(LAUNCH) pretrain_ckpt/04_import_hf.py --in $(HF) --out $(CKPT)/base
 
-PORT ?= 8765## port for `make serve-sandbox`
+SANDBOX_PORT ?= 8765## port for `make serve-sandbox`
 STAGE ?= sft## stage whose recipe `make plan` checks
 plan: setup ## check a recipe's layout, memory per GPU and step time, no GPU needed (STAGE=sft RECIPE=...)
 	$(PY) -m model.plan $(STAGE)/recipes/$(RECIPE).yaml --base $(CKPT)/base
@@ -97,8 +97,8 @@ bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU -> re
 bench-sandbox: setup ## sandbox cold-start p50/p99 per tier vs a plain subprocess, tasks/s at 1-8 -> results/bench/sandbox.json
 	$(PY) -m sandbox.bench --out $(RESULTS)/bench/sandbox.json
 
-serve-sandbox: setup ## the sandbox pool as an HTTP server on 127.0.0.1 (PORT=8765; token in SANDBOX_TOKEN or printed)
-	$(PY) -m sandbox serve --host 127.0.0.1 --port $(PORT)
+serve-sandbox: setup ## the sandbox pool as an HTTP server on 127.0.0.1 (SANDBOX_PORT; token in SANDBOX_TOKEN or printed)
+	$(PY) -m sandbox serve --host 127.0.0.1 --port $(SANDBOX_PORT)
 
 clean-checkpoints: ## delete checkpoints/ and data/ (asks nothing: they are outputs)
 	rm -rf $(CKPT) $(DATA)
