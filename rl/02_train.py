@@ -73,6 +73,10 @@ def load_rows(data: Path, sched_cfg, seed: int) -> dict:
 
 
 def main(argv=None) -> int:
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: where is a long step?
     a = parse(argv)
     from model import loop
     from rl.config import RLConfig
@@ -197,7 +201,7 @@ class Trainer:
             rolls = trajectory.rollout(self.engine, self.renderer, picks, n=n, temperature=ro.temperature,
                                        top_p=ro.top_p, max_tokens=ro.max_tokens,
                                        seed=self.rc.train["seed"] * 1_000_003 + step * 10_007 + rnd * 1_009,
-                                       pool=self.pool, sandbox_slots=rw.sandbox_slots)
+                                       pool=self.pool, sandbox_slots=rw.sandbox_slots, max_turns=ro.max_turns)
             t1 = time.perf_counter()
             scores = rewards.score_all(rolls, self.pool, rw)
             t_roll += t1 - t0

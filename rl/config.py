@@ -16,6 +16,7 @@ class RolloutConfig:
     groups_per_step: int = 4  # prompts (groups) trained on per step, after dynamic sampling
     samples_per_prompt: int = 4  # completions per prompt (the GRPO group size)
     max_tokens: int = 96  # new tokens per assistant turn
+    max_turns: int = 0  # cap on assistant turns per rollout (0 = each task's own max_turns)
     temperature: float = 1.0  # sampling temperature (logprobs of trainer and engine both use it)
     top_p: float = 1.0  # nucleus sampling (1 = off; the trainer assumes the full distribution)
     dynamic_sampling: bool = True  # drop groups whose rewards are all equal and refill

@@ -86,7 +86,8 @@ class Renderer:
 
 
 def rollout(engine, renderer: Renderer, items: list[tuple[Domain, Task]], *, n: int, temperature: float,
-            top_p: float, max_tokens: int, seed: int | None, pool: Any = None, sandbox_slots: int = 2) -> list[Rollout]:
+            top_p: float, max_tokens: int, seed: int | None, pool: Any = None, sandbox_slots: int = 2,
+            max_turns: int = 0) -> list[Rollout]:
     """n rollouts per (domain, task), grouped: result[i*n:(i+1)*n] belong to items[i].
 
     Tool environments that hold a sandbox slot run in waves of `sandbox_slots` (a wave never waits on a slot it
@@ -94,6 +95,9 @@ def rollout(engine, renderer: Renderer, items: list[tuple[Domain, Task]], *, n: 
     import domains
 
     outs = [Rollout(d, copy.deepcopy(t)) for d, t in items for _ in range(n)]
+    for r in outs:  # a turn cap makes a task stricter, never easier: the verifier checks the same copy
+        if max_turns:
+            r.task.max_turns = min(r.task.max_turns, max_turns)
     by_id = {id(r.task.messages[0]): r for r in outs}
     calls = [0]
 

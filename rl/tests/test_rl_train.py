@@ -89,10 +89,10 @@ def test_kill9_resume_gives_the_same_metrics(full, chain, tmp_path):
 
 
 def test_bad_batch_geometry_is_refused_before_work(chain, tmp_path):
-    r = run(cmd(chain, tmp_path / "rl", "parallel.global_batch_size=6"), timeout=600)
+    r = run(cmd(chain, tmp_path / "rl", "parallel.global_batch_size=4"), timeout=600)
     assert r.returncode == 2
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: parallel.global_batch_size=6 must equal groups_per_step*samples_per_prompt")
+    assert last.startswith("error: parallel.global_batch_size=4 must equal groups_per_step*samples_per_prompt")
     assert not (tmp_path / "rl").exists() and not (tmp_path / "rl.run").exists()
 
 
