@@ -267,8 +267,10 @@ class Trainer:
         ms = [policy.update(self.ddp, self.opt, self.sched, mbs, seq, par.global_batch_size, self.cfg.algo,
                             self.cfg.rollout.temperature) for mbs in minis]
         out = dict(ms[0])
-        for key in ("loss", "clip_frac", "mismatch_abs", "mismatch_kl", "tis_capped_frac", "kl_ref", "grad_norm"):
-            out[key] = float(np.mean([m[key] for m in ms]))
+        w = [m["action_tokens"] for m in ms]  # per-token statistics: weigh minibatches by their tokens
+        for key in ("loss", "clip_frac", "mismatch_abs", "mismatch_kl", "tis_capped_frac", "kl_ref"):
+            out[key] = float(np.average([m[key] for m in ms], weights=w)) if sum(w) else 0.0
+        out["grad_norm"] = float(np.mean([m["grad_norm"] for m in ms]))
         out["update_s"] = sum(m["update_s"] for m in ms)
         out["action_tokens"] = sum(m["action_tokens"] for m in ms)
         out["lr"] = ms[-1]["lr"]
