@@ -82,6 +82,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="fast variant directory to create")
     ap.add_argument("--recipe", default="tiny_cpu", help="serving/recipes/<name>.yaml or a path")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
+    ap.add_argument("--results", type=Path, default=Path("results"), help="folder searched for the target's results files")
     ap.add_argument("--nproc", type=int, default=1, help="processes for the draft's training (torchrun when > 1)")
     a = ap.parse_args(argv)
     try:
@@ -112,6 +113,8 @@ def main(argv=None) -> int:
         extra: dict = {"quant_experts_reason": choice["experts_reason"]}
         k = choice["k"]
         if choice["method"] == "draft":
+            from safetensors.torch import load_file
+
             d = cfg.get("distill", {})
             gen = run([sys.executable, "-m", "serving.draft", "generate", "--target", str(a.inp), "--data", str(a.data),
                        "--out", str(tmp / "distill"), "--num-prompts", str(d.get("num_prompts", 256)),
@@ -125,9 +128,7 @@ def main(argv=None) -> int:
             shutil.rmtree(tmp / "distill")
             dm = manifest.verify(tmp / "draft", stage="draft")
             metrics["draft"] = {k2: dm["metrics"].get(k2) for k2 in ("final_train_loss", "val_loss", "steps", "tokens")}
-            metrics["draft"]["parameters"] = sum(
-                v.numel() for v in __import__("safetensors.torch", fromlist=["load_file"]).load_file(
-                    str(tmp / "draft" / "hf" / "model.safetensors")).values())
+            metrics["draft"]["parameters"] = sum(v.numel() for v in load_file(str(tmp / "draft/hf/model.safetensors")).values())
             extra["draft_manifest_sha256"] = manifest.manifest_hash(tmp / "draft")
             spec = {"method": "draft_model", "model": "draft/hf", "num_speculative_tokens": k}
         else:
@@ -138,7 +139,7 @@ def main(argv=None) -> int:
         raw = " ".join(["python"] + server.command(tmp, name=name)[1:]).replace(str(tmp.resolve()), str(a.out))
         (tmp / "hf" / "README.md").write_text(card.render(
             name, json.loads((tmp / "hf" / "config.json").read_text()), card.provenance(a.inp),
-            card.evaluations(ROOT / "results", manifest.manifest_hash(a.inp)),
+            card.evaluations(a.results, manifest.manifest_hash(a.inp)),
             f"python serving/03_serve.py --in {a.out}\n# the same server, directly:\n{raw}")
             + f"\nFast variant of `{a.inp}`: {choice['scheme']} target"
               f"{'' if choice['experts'] else ' (experts unquantized: ' + choice['experts_reason'] + ')'}, "

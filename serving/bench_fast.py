@@ -31,6 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from model import manifest, results  # noqa: E402
 
 
+# ablations: the quantized target alone, the draft on the unquantized target, prompt-lookup (ngram) proposals instead
+ABLATIONS = ["quant_only", "spec_only", "fast_ngram"]
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
+
+
 def eval_prompts(data_dir: Path, n: int) -> list[str]:
     import datasets
 
@@ -68,7 +73,9 @@ def main(argv=None) -> int:
     ap.add_argument("--families", default="", help="comma-separated families for the pass rates (default: all)")
     ap.add_argument("--quality-max-tokens", type=int, default=128, help="tokens per assistant turn in the pass-rate eval")
     ap.add_argument("--no-quality", action="store_true", help="skip the pass-rate eval")
-    ap.add_argument("--ablations", action="store_true", help="also time quant-only and spec-only (unquantized target)")
+    ap.add_argument("--ablations", action="store_true", help="also time " + ", ".join(ABLATIONS))
+    ap.add_argument("--sides", default="", help="explicit sides, e.g. standard,fast,spec_only (default: standard,fast "
+                                                  "[+ quant_only,spec_only with --ablations])")
     ap.add_argument("--log-dir", type=Path, default=None, help="engine logs (default: next to --out)")
     a = ap.parse_args(argv)
     try:
@@ -77,6 +84,9 @@ def main(argv=None) -> int:
         manifest.verify(std)
         manifest.verify(a.data, stage="data")
         batches = [int(x) for x in a.batches.split(",") if x]
+        wanted = a.sides.split(",") if a.sides else []
+        if wanted and (not {"standard", "fast"} <= set(wanted) or set(wanted) - {"standard", "fast", *ABLATIONS}):
+            raise ValueError(f"--sides {a.sides}: must include standard and fast, others from {ABLATIONS}")
         if not batches or min(batches) < 1 or a.reps < 1 or a.max_tokens < 1:
             raise ValueError(f"--batches {a.batches}, --reps {a.reps}, --max-tokens {a.max_tokens} must be positive")
     except (manifest.CheckpointError, ValueError, TypeError, KeyError) as e:
@@ -89,10 +99,11 @@ def main(argv=None) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     prompts = eval_prompts(a.data, max(batches))
     load_before = os.getloadavg()
-    sides = {"standard": dict(ckpt=std), "fast": dict(ckpt=a.fast)}
-    if a.ablations:
-        sides["quant_only"] = dict(ckpt=a.fast, speculative=False)
-        sides["spec_only"] = dict(ckpt=a.fast, model=std / "hf")
+    known = {"standard": dict(ckpt=std), "fast": dict(ckpt=a.fast), "quant_only": dict(ckpt=a.fast, speculative=False),
+             "spec_only": dict(ckpt=a.fast, model=std / "hf"),
+             "fast_ngram": dict(ckpt=a.fast, speculative=NGRAM)}
+    sides = {n: known[n] for n in (a.sides.split(",") if a.sides else
+                                   ["standard", "fast"] + (ABLATIONS if a.ablations else []))}
     workers = {}
     t_start = time.perf_counter()
     try:

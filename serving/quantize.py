@@ -27,6 +27,22 @@ IGNORE = ["lm_head", "re:.*mlp\\.gate$"]  # module names vLLM must build unquant
 SCHEMES = {"w8a8_int8": ("int", "int-quantized", 127.0), "w8a8_fp8": ("float", "float-quantized", 448.0)}
 
 
+def int8_weight_max() -> tuple[int, str]:
+    """Largest |int8 weight| to store. x86 CPUs without VNNI/AMX run vLLM's oneDNN int8 GEMM on u8*s8 pairs
+    summed in saturating int16 (vpmaddubsw): full-range weights overflow it. Measured here (EPYC, no VNNI):
+    GEMM error 2-8% with |q| <= 127, exact (1e-7 vs the W8A8 reference) with |q| <= 63, i.e. 7-bit weights."""
+    if torch.cuda.is_available():
+        return 127, "CUDA GPU"
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        flags = set()
+    if flags & {"avx512_vnni", "avx_vnni", "amx_int8"} or not flags & {"avx2", "avx512f"}:
+        return 127, "int8 dot products without int16 saturation (VNNI/AMX) or a non-x86 CPU"
+    return 63, ("x86 CPU without VNNI/AMX: vLLM's oneDNN int8 GEMM saturates int16 pair sums, so weights use 7 bits "
+                "(|q| <= 63) in int8 storage")
+
+
 def experts_supported() -> tuple[bool, str]:
     """Whether vLLM has a W8A8 MoE kernel on this machine, and why (checked in vLLM 0.32's CPUExpertsInt8)."""
     if torch.cuda.is_available():
@@ -54,13 +70,13 @@ def quantization_config(scheme: str = "w8a8_int8", experts: bool = True) -> dict
     }
 
 
-def quantize_weight(w: torch.Tensor, scheme: str = "w8a8_int8") -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric per-row quantization: w ~= q * scale (int8 in [-127, 127] or fp8 e4m3 in [-448, 448])."""
-    _, _, qmax = SCHEMES[scheme]
+def quantize_weight(w: torch.Tensor, scheme: str = "w8a8_int8", int_max: int = 127) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric per-row quantization: w ~= q * scale (int8 in [-int_max, int_max] or fp8 e4m3 in [-448, 448])."""
+    qmax = float(int_max) if scheme == "w8a8_int8" else SCHEMES[scheme][2]
     w = w.float()
     scale = (w.abs().amax(dim=1, keepdim=True) / qmax).clamp(min=1e-12)
     if scheme == "w8a8_int8":
-        return torch.round(w / scale).clamp(-127, 127).to(torch.int8), scale
+        return torch.round(w / scale).clamp(-int_max, int_max).to(torch.int8), scale
     return (w / scale).clamp(-qmax, qmax).to(torch.float8_e4m3fn), scale
 
 
@@ -68,8 +84,13 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return q.float() * scale
 
 
-def quantize_hf_dir(src: Path, dst: Path, scheme: str = "w8a8_int8", experts: bool = False) -> dict:
-    """Write a quantized copy of the HF directory `src` into `dst`; returns stats (counts, max rel. error)."""
+def quantize_hf_dir(src: Path, dst: Path, scheme: str = "w8a8_int8", experts: bool = False,
+                    int_max: int | None = None) -> dict:
+    """Write a quantized copy of the HF directory `src` into `dst`; returns stats (counts, max rel. error).
+    int_max: largest |int8 weight| (default: int8_weight_max() of this machine)."""
+    why = "given"
+    if int_max is None:
+        int_max, why = int8_weight_max()
     from safetensors.torch import load_file, save_file
 
     src, dst = Path(src), Path(dst)
@@ -83,7 +104,7 @@ def quantize_hf_dir(src: Path, dst: Path, scheme: str = "w8a8_int8", experts: bo
         for name, t in load_file(str(f)).items():
             bytes_in += t.numel() * t.element_size()
             if DENSE.match(name) or (experts and EXPERT.match(name)):
-                q, s = quantize_weight(t, scheme)
+                q, s = quantize_weight(t, scheme, int_max)
                 worst = max(worst, float((dequantize(q, s) - t.float()).abs().max() / t.float().abs().max().clamp(min=1e-12)))
                 out[name], out[name.removesuffix(".weight") + ".weight_scale"] = q, s
                 n_q += 1
@@ -98,5 +119,6 @@ def quantize_hf_dir(src: Path, dst: Path, scheme: str = "w8a8_int8", experts: bo
     for p in src.iterdir():  # tokenizer, chat template, generation config
         if p.is_file() and p.suffix != ".safetensors" and p.name not in ("config.json", "README.md"):
             shutil.copy2(p, dst / p.name)
-    return {"scheme": scheme, "quantized_experts": experts, "quantized_tensors": n_q, "max_rel_error": worst,
+    return {"scheme": scheme, "quantized_experts": experts, "int8_weight_max": int_max if scheme == "w8a8_int8" else None,
+            "int8_weight_max_reason": why if scheme == "w8a8_int8" else None, "quantized_tensors": n_q, "max_rel_error": worst,
             "bytes_before": bytes_in, "bytes_after": bytes_out}

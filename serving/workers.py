@@ -28,10 +28,12 @@ class WorkerError(RuntimeError):
 
 
 class Worker:
-    def __init__(self, ckpt: Path, *, model: Path | None = None, speculative: bool = True, kv_cache_gib: int = 1,
+    def __init__(self, ckpt: Path, *, model: Path | None = None, speculative: bool | dict = True, kv_cache_gib: int = 1,
                  log: Path | None = None, max_model_len: int | None = None):
+        """speculative: True = serving.json's, False = none, a dict = this speculative_config instead."""
         cmd = [sys.executable, "-m", "serving.workers", "--in", str(ckpt), "--kv-cache-gib", str(kv_cache_gib)]
         cmd += (["--model", str(model)] if model else []) + ([] if speculative else ["--no-speculative"])
+        cmd += ["--speculative-config", json.dumps(speculative)] if isinstance(speculative, dict) else []
         cmd += ["--max-model-len", str(max_model_len)] if max_model_len else []
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self.log = open(log, "ab") if log else subprocess.DEVNULL
@@ -90,6 +92,8 @@ def _serve(args) -> None:
         kw = server.llm_kwargs(cfg)
         if args.no_speculative:
             kw.pop("speculative_config", None)
+        elif args.speculative_config:
+            kw["speculative_config"] = json.loads(args.speculative_config)
         hf = Path(args.model) if args.model else Path(cfg["model"])
         eng = Engine(hf, dtype=cfg.get("dtype", "float32"), kv_cache_gib=args.kv_cache_gib,
                      max_model_len=args.max_model_len, llm_kwargs={"disable_log_stats": False, **kw})
@@ -131,6 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("--in", dest="inp", required=True, help="serving/checkpoint directory")
     ap.add_argument("--model", default=None, help="HF directory to use as the target instead of serving.json's")
     ap.add_argument("--no-speculative", action="store_true", help="drop serving.json's speculative_config")
+    ap.add_argument("--speculative-config", default=None, help="JSON speculative_config replacing serving.json's")
     ap.add_argument("--kv-cache-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE")
     ap.add_argument("--max-model-len", type=int, default=None, help="context length")
     _serve(ap.parse_args(argv))

@@ -1,0 +1,31 @@
+# serving: open-weights export with a model card, the OpenAI-compatible vLLM server, and the fast variant
+# (W8A8 target + distilled draft for speculative decoding) with its benchmark (included by the Makefile).
+
+SERVE_FROM ?= $(if $(wildcard $(CKPT)/rl/manifest.json),rl,sft)## stage exported and made fast (default: rl if present, else sft)
+SERVE ?= export## checkpoint that `make serve` serves: export (standard) or fast
+PORT ?= 8000## port of `make serve` on 127.0.0.1
+
+export: $(CKPT)/export/manifest.json ## HF weights + model card (evals, provenance) of SERVE_FROM -> checkpoints/export
+$(CKPT)/export/manifest.json: $(CKPT)/$(SERVE_FROM)/manifest.json
+	$(PY) serving/01_export.py --in $(CKPT)/$(SERVE_FROM) --out $(CKPT)/export --results $(RESULTS)
+
+fast: $(CKPT)/fast/manifest.json ## quantized SERVE_FROM + draft model distilled from it (speculative decoding)
+$(CKPT)/fast/manifest.json: $(CKPT)/$(SERVE_FROM)/manifest.json $(DATA)/domains/manifest.json
+	$(PRELOAD)$(PY) serving/02_fast.py --in $(CKPT)/$(SERVE_FROM) --data $(DATA)/domains --out $(CKPT)/fast --results $(RESULTS) \
+		--recipe $(RECIPE) --nproc $(NPROC)
+
+serve: setup ## OpenAI API on 127.0.0.1:PORT for $(CKPT)/$(SERVE) until Ctrl-C (waits for /health, prints the URL)
+	@test -f $(CKPT)/$(SERVE)/manifest.json || { echo "error: $(CKPT)/$(SERVE) is missing: run \`make $(SERVE)\` first" >&2; exit 2; }
+	$(PRELOAD)$(PY) serving/03_serve.py --in $(CKPT)/$(SERVE) --port $(PORT)
+
+serve-smoke: setup ## start the server, one chat completion through the chat template, clean shutdown
+	@test -f $(CKPT)/$(SERVE)/manifest.json || { echo "error: $(CKPT)/$(SERVE) is missing: run \`make $(SERVE)\` first" >&2; exit 2; }
+	$(PRELOAD)$(PY) serving/03_serve.py --in $(CKPT)/$(SERVE) --port 0 --smoke
+
+bench-fast: setup $(CKPT)/fast/manifest.json ## fast vs standard tok/s at batch 1/8/64, acceptance, pass rates -> results/bench/fast.json
+	$(PRELOAD)$(PY) serving/bench_fast.py --fast $(CKPT)/fast --data $(DATA)/domains --out $(RESULTS)/bench/fast.json --ablations
+
+test-serving: setup ## serving tests only
+	$(PY) -m pytest -q -ra serving/tests $(PYTEST_ARGS)
+
+.PHONY: export fast serve serve-smoke bench-fast test-serving
