@@ -336,26 +336,25 @@ class Trainer:
     def _record(self, step, total, m, u, s, t0, t_start):
         from model.train import fmt_time
 
-        for _ in (0,):
-            m.update(u)
-            m.update(s)
-            m.update(step=step + 1, step_s=time.perf_counter() - t0, sched_levels=_levels(self.scheduler))
-            eval_table, ev = None, self.cfg.eval.every
-            if ev and (step + 1) % ev == 0 and step + 1 < total:
-                eval_table = self.evaluate()
-                m["eval"] = eval_table
-            with open(self.metrics_path, "a") as f:
-                f.write(json.dumps(m, sort_keys=True, default=float) + "\n")
-            elapsed = time.perf_counter() - t_start
-            done = step + 1 - self.start
-            self.log(f"step {step + 1}/{total} | reward {m['reward']:.4f} | pass {m['pass_rate']:.4f} | "
-                     f"zero_var {m['zero_var_frac']:.2f} | groups {m['groups_used']}/{self.cfg.rollout.groups_per_step} "
-                     f"| infra {m['infra_errors']} | loss {m['loss']:.5f} | mismatch {m['mismatch_abs']:.2e} | "
-                     f"grad_norm {m['grad_norm']:.3f} | rollout {m['rollout_s']:.1f}s reward {m['reward_s']:.1f}s "
-                     f"update {m['update_s']:.1f}s sync {m['sync_s']:.2f}s | elapsed {fmt_time(elapsed)} | "
-                     f"eta {fmt_time((total - step - 1) * elapsed / done)}")
-            if "eval" in m:
-                self.log("eval step " + str(step + 1) + " | " + _eval_line(eval_table))
+        m.update(u)
+        m.update(s)
+        m.update(step=step + 1, step_s=time.perf_counter() - t0, sched_levels=_levels(self.scheduler))
+        eval_table, ev = None, self.cfg.eval.every
+        if ev and (step + 1) % ev == 0 and step + 1 < total:
+            eval_table = self.evaluate()
+            m["eval"] = eval_table
+        with open(self.metrics_path, "a") as f:
+            f.write(json.dumps(m, sort_keys=True, default=float) + "\n")
+        elapsed = time.perf_counter() - t_start
+        done = step + 1 - self.start
+        self.log(f"step {step + 1}/{total} | reward {m['reward']:.4f} | pass {m['pass_rate']:.4f} | "
+                 f"zero_var {m['zero_var_frac']:.2f} | groups {m['groups_used']}/{self.cfg.rollout.groups_per_step} "
+                 f"| infra {m['infra_errors']} | loss {m['loss']:.5f} | mismatch {m['mismatch_abs']:.2e} | "
+                 f"grad_norm {m['grad_norm']:.3f} | rollout {m['rollout_s']:.1f}s reward {m['reward_s']:.1f}s "
+                 f"update {m['update_s']:.1f}s sync {m['sync_s']:.2f}s | elapsed {fmt_time(elapsed)} | "
+                 f"eta {fmt_time((total - step - 1) * elapsed / done)}")
+        if "eval" in m:
+            self.log("eval step " + str(step + 1) + " | " + _eval_line(eval_table))
 
     def _save(self, step: int) -> None:
         """Step checkpoint, collectively; rank 0's scheduler, RNG and data positions go in the common state."""
