@@ -49,8 +49,9 @@ def command(ckpt: Path, *, host: str = "127.0.0.1", port: int = 8000, name: str 
     mml = min(max_model_len or cfg.get("max_model_len") or conf["max_position_embeddings"], conf["max_position_embeddings"])
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", cfg["model"],
            "--served-model-name", name or Path(ckpt).resolve().name, "--host", host, "--port", str(port),
-           "--dtype", cfg.get("dtype", "float32"), "--max-model-len", str(mml), "--enforce-eager",
-           "--generation-config", "auto", "--distributed-executor-backend", "uni"]
+           "--dtype", cfg.get("dtype", "float32"), "--max-model-len", str(mml), "--generation-config", "auto"]
+    if not _has_cuda():  # CPU: no graphs to capture; the engine stays in the API server's process
+        cmd += ["--enforce-eager", "--distributed-executor-backend", "uni"]
     if cfg.get("speculative_config"):
         cmd += ["--speculative-config", json.dumps(cfg["speculative_config"])]
     if cfg.get("quantization"):

@@ -4,11 +4,14 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
 from model import manifest, results
 from serving.tests.conftest import run
+
+pytestmark = pytest.mark.slow  # the micro chain fixture trains a base (about a minute)
 
 
 def export(chain, out, *extra):
