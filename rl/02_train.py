@@ -146,7 +146,7 @@ class Trainer:
         # one process: tmpfs; several: the run directory, which every rank (and node) sees at the same path
         from rl.sync import sync_dir
 
-        self.sync_dir = (sync_dir() if parallel.world_size() == 1 else self.run_dir / "sync")
+        self.sync_dir = (sync_dir(str(self.run_dir.resolve())) if parallel.world_size() == 1 else self.run_dir / "sync")
         if self.rank0:
             self._setup_rank0(common)
 

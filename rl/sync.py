@@ -17,9 +17,16 @@ from pathlib import Path
 import torch
 
 
-def sync_dir() -> Path:
+def sync_dir(key: str | None = None) -> Path:
+    """A tmpfs directory for synced weights; with `key` (the run directory) a resumed run reuses it after kill -9."""
     base = Path("/dev/shm") if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK) else None
-    return Path(tempfile.mkdtemp(prefix="rl-sync-", dir=base))
+    if key is None:
+        return Path(tempfile.mkdtemp(prefix="rl-sync-", dir=base))
+    import hashlib
+
+    d = Path(base or tempfile.gettempdir()) / f"rl-sync-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 def write_hf(ddp, mcfg, out_dir: Path, tokenizer_dir: Path, dtype: str = "float32") -> int:
