@@ -11,7 +11,8 @@ Each variant runs in its own vLLM engine process (serving/workers.py), both aliv
 measurements interleave: every repetition runs every batch size on both sides, alternating which
 side goes first, so load from other processes hits both alike. Output tok/s is batch x max_tokens /
 wall time with ignore_eos (every side generates exactly the same number of tokens); the ratio is
-fast / standard of the per-side medians. Also recorded: mean acceptance length (1 + accepted /
+fast / standard of the per-side medians. Tokens per CPU-second of the engine process (all its threads)
+are recorded too: less sensitive than wall time to other processes on a shared CPU. Also recorded: mean acceptance length (1 + accepted /
 drafts, vLLM's counters), greedy token agreement of fast with standard on the same prompts, the
 pass rate of both on the domains eval split (serving/quality.py), and the load average (a shared
 CPU makes absolute numbers unreliable; the ratio is what is comparable).
@@ -111,6 +112,7 @@ def main(argv=None) -> int:
             workers[name] = Worker(kw.pop("ckpt"), log=log_dir / f"bench_fast_{name}.log", **kw)
             workers[name].call("generate", prompts=prompts[:2], max_tokens=8, ignore_eos=True)  # warm-up
         runs: dict = {n: {b: [] for b in batches} for n in sides}
+        cpu_runs: dict = {n: {b: [] for b in batches} for n in sides}
         spec: dict = {n: {b: {} for b in batches} for n in sides}
         last_ids: dict = {}
         names = list(sides)
@@ -120,6 +122,7 @@ def main(argv=None) -> int:
                 for n in order:
                     r = workers[n].call("generate", prompts=prompts[:b], max_tokens=a.max_tokens, ignore_eos=True)
                     runs[n][b].append(b * a.max_tokens / r["seconds"])
+                    cpu_runs[n][b].append(b * a.max_tokens / max(r["cpu_seconds"], 1e-9))
                     for k, v in r["spec"].items():
                         spec[n][b][k] = spec[n][b].get(k, 0) + v
                     last_ids[(n, b)] = r["token_ids"]
@@ -145,6 +148,9 @@ def main(argv=None) -> int:
     tok_s = {n: {str(b): {"median": statistics.median(v), "runs": v} for b, v in per.items()} for n, per in runs.items()}
     ratio = {n: {str(b): tok_s[n][str(b)]["median"] / tok_s["standard"][str(b)]["median"] for b in batches}
              for n in sides if n != "standard"}
+    tok_cpu = {n: {str(b): {"median": statistics.median(v), "runs": v} for b, v in per.items()} for n, per in cpu_runs.items()}
+    ratio_cpu = {n: {str(b): tok_cpu[n][str(b)]["median"] / tok_cpu["standard"][str(b)]["median"] for b in batches}
+                 for n in sides if n != "standard"}
     acc = {n: {str(b): (1 + c["spec_decode_num_accepted_tokens"] / c["spec_decode_num_drafts"])
                if c.get("spec_decode_num_drafts") else None for b, c in per.items()} for n, per in spec.items()
            if any(per.values())}
@@ -158,7 +164,8 @@ def main(argv=None) -> int:
         "fast_config": json.loads((a.fast / "serving.json").read_text()), "fast_quant": fm["metrics"].get("quant"),
         "settings": {"batches": batches, "max_tokens": a.max_tokens, "reps": a.reps, "ignore_eos": True,
                      "per_domain": a.per_domain, "quality_max_tokens": a.quality_max_tokens},
-        "output_tok_per_s": tok_s, "ratio_vs_standard": ratio, "mean_acceptance_length": acc,
+        "output_tok_per_s": tok_s, "ratio_vs_standard": ratio,
+        "output_tok_per_cpu_s": tok_cpu, "ratio_vs_standard_per_cpu_s": ratio_cpu, "mean_acceptance_length": acc,
         "greedy_agreement_vs_standard": agree, "pass_rate": pass_rates, "pass_rate_delta_points": delta,
         "goal": {"ratio_batch1_ge_2": ratio["fast"].get("1", 0) >= 2.0 if 1 in batches else None,
                  "pass_rate_delta_le_1_point": None if delta is None else abs(delta) <= 1.0},
@@ -166,10 +173,10 @@ def main(argv=None) -> int:
         "wall_s": time.perf_counter() - t_start,
     }
     results.write(a.out, "bench.fast", numbers, measured=a.fast)
-    print(f"{'batch':>5} " + " ".join(f"{n:>12}" for n in sides) + "   ratio fast/std   accept len")
+    print(f"{'batch':>5} " + " ".join(f"{n:>12}" for n in sides) + "   ratio fast/std (wall, cpu)   accept len")
     for b in batches:
         print(f"{b:>5} " + " ".join(f"{tok_s[n][str(b)]['median']:12.1f}" for n in sides)
-              + f"   {ratio['fast'][str(b)]:14.2f}   {acc.get('fast', {}).get(str(b))}")
+              + f"   {ratio['fast'][str(b)]:10.2f} {ratio_cpu['fast'][str(b)]:10.2f}   {acc.get('fast', {}).get(str(b))}")
     if pass_rates:
         print(f"pass rate standard {pass_rates['standard']['pass_rate']}, fast {pass_rates['fast']['pass_rate']}, "
               f"delta {delta} points")

@@ -111,11 +111,11 @@ def _serve(args) -> None:
                 sp = SamplingParams(temperature=0.0, max_tokens=req["max_tokens"], ignore_eos=req.get("ignore_eos", False),
                                     stop_token_ids=[] if req.get("ignore_eos") else eng.stop_ids)
                 before = _spec_counters(eng.llm)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 outs = eng.llm.generate([TokensPrompt(prompt_token_ids=x) for x in ids], sp, use_tqdm=False)
-                secs = time.perf_counter() - t0
+                secs, cpu = time.perf_counter() - t0, time.process_time() - c0  # cpu: all threads of this engine
                 after = _spec_counters(eng.llm)
-                send({"seconds": secs, "token_ids": [list(o.outputs[0].token_ids) for o in outs],
+                send({"seconds": secs, "cpu_seconds": cpu, "token_ids": [list(o.outputs[0].token_ids) for o in outs],
                       "spec": {k: after[k] - before.get(k, 0) for k in after}})
             elif req["op"] == "chat":  # the stage's chat protocol: texts of greedy turns
                 from domains import chat

@@ -61,4 +61,5 @@ def test_bench_records_both_sides_ratio_and_acceptance(bench, fast):
     for b in ("1", "6"):
         s, f = bench["output_tok_per_s"]["standard"][b]["median"], bench["output_tok_per_s"]["fast"][b]["median"]
         assert s > 0 and f > 0 and bench["ratio_vs_standard"]["fast"][b] == pytest.approx(f / s)
+        assert bench["ratio_vs_standard_per_cpu_s"]["fast"][b] > 0
         assert bench["mean_acceptance_length"]["fast"][b] >= 1.0
