@@ -151,7 +151,8 @@ def test_tasks_from_8_concurrent_clients_all_come_back(server):
 @pytest.mark.slow
 def test_2000_tasks_from_8_concurrent_clients_all_come_back(server):
     got = _many(server, 8, 2000)
-    bad = [(k, i, r.infra_error or r.stdout) for k, i, r in got if r.stdout != f"{k}-{i}\n"]
+    bad = [(k, i, r.infra_error, r.stdout, r.exit_code, r.signal, r.timed_out, r.wall_s) for k, i, r in got
+           if r.stdout != f"{k}-{i}\n"]  # every field, so a failure under load says what happened
     print(f"\n2000 tasks via server: {len(got)} results, {len(bad)} wrong/infra")
     assert len(got) == 2000 and not bad
 
