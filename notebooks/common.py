@@ -88,7 +88,8 @@ def wilson(passed: int, n: int, z: float = 1.96) -> tuple[float, float]:
     d = 1 + z * z / n
     c = (p + z * z / (2 * n)) / d
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (c - h, c + h)
+    # at p = 0 or 1 the bound equals p exactly in theory but not in floating point: keep lo <= p <= hi
+    return (min(p, max(0.0, c - h)), max(p, min(1.0, c + h)))
 
 
 def save(fig, name: str, sources: list[str]) -> Path:

@@ -181,3 +181,11 @@ def test_snapshot_refuses_a_result_whose_checkpoint_changed(tmp_path):
     r = _run_ref("--results", str(tmp_path / "results"), "sft/eval.json")
     assert r.returncode == 2 and "missing or changed" in r.stderr
     assert not (tmp_path / "results" / "reference").exists()  # nothing half-copied
+
+
+@pytest.mark.parametrize("passed,n", [(0, 38), (38, 38), (0, 1), (3, 56)])
+def test_wilson_interval_contains_the_rate(passed, n):
+    from notebooks.common import wilson
+
+    lo, hi = wilson(passed, n)
+    assert 0.0 <= lo <= passed / n <= hi <= 1.0  # a zero pass rate once gave lo > 0 and a negative error bar
