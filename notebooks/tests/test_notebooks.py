@@ -183,7 +183,7 @@ def test_snapshot_refuses_a_result_whose_checkpoint_changed(tmp_path):
     assert not (tmp_path / "results" / "reference").exists()  # nothing half-copied
 
 
-@pytest.mark.parametrize("passed,n", [(0, 38), (38, 38), (0, 1), (3, 56)])
+@pytest.mark.parametrize("passed,n", [(0, 11), (6, 6), (0, 1), (3, 56)])  # 0/11, 6/6 broke the float bounds
 def test_wilson_interval_contains_the_rate(passed, n):
     from notebooks.common import wilson
 
