@@ -49,8 +49,8 @@ test: setup ## run the test suite (what CI runs)
 test-fast: setup ## the suite without tests marked slow
 	$(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS)
 
-demo: setup base sft eval-sft ## the main job on the tiny default: base -> SFT -> quick eval (grows with the chain)
-	@echo "demo done: $(CKPT)/base $(CKPT)/sft; pass rates in $(RESULTS)/base/eval.json $(RESULTS)/sft/eval.json"
+demo: setup base sft eval-sft rl fast eval figures ## the main job on the tiny default: base -> SFT -> RL -> fast variant -> eval -> figures
+	@echo "demo done: checkpoints in $(CKPT)/{base,sft,rl,fast}, results in $(RESULTS)/, figures in $(FIGURES)/"
 
 # $(call per_recipe,X): the variable X_<RECIPE> if the Makefile defines one for this recipe, else empty
 per_recipe = $(if $(filter undefined,$(origin $(1)_$(RECIPE))),,$($(1)_$(RECIPE)))

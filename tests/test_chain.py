@@ -1,8 +1,8 @@
 """CI smoke: the whole chain through its Make targets on the micro recipe (same scripts, same engines).
 
-Runs `make demo RECIPE=micro_cpu` into a temporary CKPT/DATA/RESULTS and checks the hand-off: every
-stage's manifest verifies and names its parent's manifest hash, and both quick evals were written for
-the checkpoints they name. Grows with the chain (rl, eval, fast, figures) as `make demo` does.
+Runs `make demo RECIPE=micro_cpu` (base -> SFT -> RL -> fast -> eval -> figures) into a temporary
+CKPT/DATA/RESULTS/FIGURES and checks the hand-off: every stage's manifest verifies and names its
+parent's manifest hash, the evals were written for the checkpoints they name, and figures were drawn.
 """
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def chain(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("chain")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MAKEFLAGS", "MFLAGS")}
     r = subprocess.run(["make", "-s", "demo", "RECIPE=micro_cpu", f"CKPT={d}/ck", f"DATA={d}/data",
-                        f"RESULTS={d}/results"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+                        f"RESULTS={d}/results", f"FIGURES={d}/figures"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=3000)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     return d
 
@@ -34,6 +35,22 @@ def test_every_stage_manifest_verifies_and_names_its_parent(chain):
     sft = manifest.verify(chain / "ck" / "sft", stage="sft")
     assert base["metrics"]["steps"] > 0 and sft["metrics"]["steps"] > 0
     assert sft["parent"]["manifest_sha256"] == manifest.manifest_hash(chain / "ck" / "base")
+    rl = manifest.verify(chain / "ck" / "rl", stage="rl")
+    assert rl["parent"]["manifest_sha256"] == manifest.manifest_hash(chain / "ck" / "sft")
+    fast = manifest.verify(chain / "ck" / "fast", stage="fast")
+    assert fast["parent"]["manifest_sha256"] == manifest.manifest_hash(chain / "ck" / "rl")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["base", "sft", "rl", "fast"])
+def test_full_eval_written_for_every_checkpoint(chain, stage):
+    doc = json.loads((chain / "results" / "eval" / f"{stage}.json").read_text())
+    assert doc["measured"]["manifest_sha256"] == manifest.manifest_hash(chain / "ck" / stage)
+
+
+@pytest.mark.slow
+def test_figures_drawn_from_the_fresh_results(chain):
+    assert (chain / "figures" / "pass_rate_by_family.png").stat().st_size > 10_000
 
 
 @pytest.mark.slow
