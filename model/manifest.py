@@ -8,6 +8,7 @@ naming the file and the fix.
 from __future__ import annotations
 
 import datetime
+import contextlib
 import hashlib
 import json
 import os
@@ -79,6 +80,17 @@ def staging_dir(final: Path) -> Path:
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     return tmp
+
+
+@contextlib.contextmanager
+def staging(final: Path):
+    """`with staging(out) as tmp:` build in a fresh staging dir; on any error it is removed, nothing half-made stays."""
+    tmp = staging_dir(final)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def publish(tmp: Path, final: Path) -> None:

@@ -111,28 +111,24 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     name = a.name or f"{m['stage']}-{manifest.manifest_hash(a.inp)[:8]}"
-    tmp = manifest.staging_dir(a.out)
     try:
-        build_hf(a.inp, tmp / "hf", a.dtype)
-        eos = end_turns(tmp / "hf")
-        (tmp / server.SERVING_JSON).write_text(json.dumps({"model": "hf", "dtype": a.dtype}, indent=2) + "\n")
-        chain, evals = write_card(tmp, a.out, a.inp, a.results, name)
-        cfg = {"in": str(a.inp), "dtype": a.dtype, "results": str(a.results), "name": name}
-        manifest.write_manifest(
-            tmp, stage="export", parent=a.inp, config=cfg, seed=m.get("seed", 0),
-            metrics={"evaluations_found": len(evals), "provenance_depth": len(chain),
-                     "weights_bytes": sum(p.stat().st_size for p in (tmp / "hf").glob("*.safetensors"))},
-            model_config=m.get("model_config"),
-            extra={"eos_token_ids": eos, "evaluations": [e["file"] for e in evals],
-                   "provenance": [{k: c.get(k) for k in ("stage", "path", "manifest_sha256", "status")} for c in chain]})
-        manifest.publish(tmp, a.out)
+        with manifest.staging(a.out) as tmp:
+            build_hf(a.inp, tmp / "hf", a.dtype)
+            eos = end_turns(tmp / "hf")
+            (tmp / server.SERVING_JSON).write_text(json.dumps({"model": "hf", "dtype": a.dtype}, indent=2) + "\n")
+            chain, evals = write_card(tmp, a.out, a.inp, a.results, name)
+            cfg = {"in": str(a.inp), "dtype": a.dtype, "results": str(a.results), "name": name}
+            manifest.write_manifest(
+                tmp, stage="export", parent=a.inp, config=cfg, seed=m.get("seed", 0),
+                metrics={"evaluations_found": len(evals), "provenance_depth": len(chain),
+                         "weights_bytes": sum(p.stat().st_size for p in (tmp / "hf").glob("*.safetensors"))},
+                model_config=m.get("model_config"),
+                extra={"eos_token_ids": eos, "evaluations": [e["file"] for e in evals],
+                       "provenance": [{k: c.get(k) for k in ("stage", "path", "manifest_sha256", "status")} for c in chain]})
+            manifest.publish(tmp, a.out)
     except (FileNotFoundError, ValueError) as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     print(f"export -> {a.out} ({len(evals)} results files on the card, provenance depth {len(chain)})")
     return 0
 

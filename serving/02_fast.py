@@ -104,59 +104,55 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    tmp = manifest.staging_dir(a.out)
     try:
-        qstats = quantize.quantize_hf_dir(a.inp / "hf", tmp / "hf", choice["scheme"], choice["experts"])
-        print(f"quantized {qstats['quantized_tensors']} tensors ({choice['scheme']}, experts "
-              f"{'quantized' if choice['experts'] else 'kept: ' + choice['experts_reason']})", flush=True)
-        metrics: dict = {"quant": qstats}
-        extra: dict = {"quant_experts_reason": choice["experts_reason"]}
-        k = choice["k"]
-        if choice["method"] == "draft":
-            from safetensors.torch import load_file
+        with manifest.staging(a.out) as tmp:
+            qstats = quantize.quantize_hf_dir(a.inp / "hf", tmp / "hf", choice["scheme"], choice["experts"])
+            print(f"quantized {qstats['quantized_tensors']} tensors ({choice['scheme']}, experts "
+                  f"{'quantized' if choice['experts'] else 'kept: ' + choice['experts_reason']})", flush=True)
+            metrics: dict = {"quant": qstats}
+            extra: dict = {"quant_experts_reason": choice["experts_reason"]}
+            k = choice["k"]
+            if choice["method"] == "draft":
+                from safetensors.torch import load_file
 
-            d = cfg.get("distill", {})
-            gen = run([sys.executable, "-m", "serving.draft", "generate", "--target", str(a.inp), "--data", str(a.data),
-                       "--out", str(tmp / "distill"), "--num-prompts", str(d.get("num_prompts", 256)),
-                       "--max-tokens", str(d.get("max_tokens", 128)), "--seed", str(d.get("seed", 1234))])
-            metrics["distill"] = json.loads(gen.strip().splitlines()[-1])
-            launch = [sys.executable] if a.nproc == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                                             "--nproc-per-node", str(a.nproc)]
-            sets = [x for o in a.overrides for x in ("--set", o)]
-            run(launch + ["-m", "serving.draft", "train", "--target", str(a.inp), "--data", str(tmp / "distill"),
-                          "--out", str(tmp / "draft"), "--recipe", a.recipe, *sets])
-            shutil.rmtree(tmp / "distill")
-            dm = manifest.verify(tmp / "draft", stage="draft")
-            metrics["draft"] = {k2: dm["metrics"].get(k2) for k2 in ("final_train_loss", "val_loss", "steps", "tokens")}
-            metrics["draft"]["parameters"] = sum(v.numel() for v in load_file(str(tmp / "draft/hf/model.safetensors")).values())
-            extra["draft_manifest_sha256"] = manifest.manifest_hash(tmp / "draft")
-            spec = {"method": "draft_model", "model": "draft/hf", "num_speculative_tokens": k}
-        else:
-            spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
-        scfg = {"model": "hf", "dtype": "float32", "speculative_config": spec}
-        (tmp / server.SERVING_JSON).write_text(json.dumps(scfg, indent=2) + "\n")
-        name = f"fast-{manifest.manifest_hash(a.inp)[:8]}"
-        raw = " ".join(["python"] + server.command(tmp, name=name)[1:]).replace(str(tmp.resolve()), str(a.out))
-        (tmp / "hf" / "README.md").write_text(card.render(
-            name, json.loads((tmp / "hf" / "config.json").read_text()), card.provenance(a.inp),
-            card.evaluations(a.results, manifest.manifest_hash(a.inp)),
-            f"python serving/03_serve.py --in {a.out}\n# the same server, directly:\n{raw}")
-            + f"\nFast variant of `{a.inp}`: {choice['scheme']} target"
-              f"{'' if choice['experts'] else ' (experts unquantized: ' + choice['experts_reason'] + ')'}, "
-              f"speculative decoding {spec['method']} with {k} proposed tokens. Evaluation numbers above are the "
-              "parent's (standard variant); serving/bench_fast.py measures both.\n")
-        metrics["wall_s"] = time.perf_counter() - t0
-        manifest.write_manifest(tmp, stage="fast", parent=a.inp, config={**cfg, "resolved": choice},
-                                seed=cfg.get("train", {}).get("seed", 0), metrics=metrics,
-                                model_config=m.get("model_config"), extra=extra)
-        manifest.publish(tmp, a.out)
+                d = cfg.get("distill", {})
+                gen = run([sys.executable, "-m", "serving.draft", "generate", "--target", str(a.inp), "--data", str(a.data),
+                           "--out", str(tmp / "distill"), "--num-prompts", str(d.get("num_prompts", 256)),
+                           "--max-tokens", str(d.get("max_tokens", 128)), "--seed", str(d.get("seed", 1234))])
+                metrics["distill"] = json.loads(gen.strip().splitlines()[-1])
+                launch = [sys.executable] if a.nproc == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                                                 "--nproc-per-node", str(a.nproc)]
+                sets = [x for o in a.overrides for x in ("--set", o)]
+                run(launch + ["-m", "serving.draft", "train", "--target", str(a.inp), "--data", str(tmp / "distill"),
+                              "--out", str(tmp / "draft"), "--recipe", a.recipe, *sets])
+                shutil.rmtree(tmp / "distill")
+                dm = manifest.verify(tmp / "draft", stage="draft")
+                metrics["draft"] = {k2: dm["metrics"].get(k2) for k2 in ("final_train_loss", "val_loss", "steps", "tokens")}
+                metrics["draft"]["parameters"] = sum(v.numel() for v in load_file(str(tmp / "draft/hf/model.safetensors")).values())
+                extra["draft_manifest_sha256"] = manifest.manifest_hash(tmp / "draft")
+                spec = {"method": "draft_model", "model": "draft/hf", "num_speculative_tokens": k}
+            else:
+                spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
+            scfg = {"model": "hf", "dtype": "float32", "speculative_config": spec}
+            (tmp / server.SERVING_JSON).write_text(json.dumps(scfg, indent=2) + "\n")
+            name = f"fast-{manifest.manifest_hash(a.inp)[:8]}"
+            raw = " ".join(["python"] + server.command(tmp, name=name)[1:]).replace(str(tmp.resolve()), str(a.out))
+            (tmp / "hf" / "README.md").write_text(card.render(
+                name, json.loads((tmp / "hf" / "config.json").read_text()), card.provenance(a.inp),
+                card.evaluations(a.results, manifest.manifest_hash(a.inp)),
+                f"python serving/03_serve.py --in {a.out}\n# the same server, directly:\n{raw}")
+                + f"\nFast variant of `{a.inp}`: {choice['scheme']} target"
+                  f"{'' if choice['experts'] else ' (experts unquantized: ' + choice['experts_reason'] + ')'}, "
+                  f"speculative decoding {spec['method']} with {k} proposed tokens. Evaluation numbers above are the "
+                  "parent's (standard variant); serving/bench_fast.py measures both.\n")
+            metrics["wall_s"] = time.perf_counter() - t0
+            manifest.write_manifest(tmp, stage="fast", parent=a.inp, config={**cfg, "resolved": choice},
+                                    seed=cfg.get("train", {}).get("seed", 0), metrics=metrics,
+                                    model_config=m.get("model_config"), extra=extra)
+            manifest.publish(tmp, a.out)
     except (RuntimeError, ValueError, ConfigError) as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     print(f"fast variant -> {a.out} ({metrics['wall_s']:.0f} s): {json.dumps(metrics)}")
     return 0
 

@@ -129,3 +129,12 @@ def test_failed_publish_never_exposes_a_partial_directory(ckpt, monkeypatch):
     if ckpt.exists():  # either the old complete checkpoint or nothing, never a mix
         verify(ckpt)
         assert (ckpt / "hf" / "model.safetensors").read_bytes() == b"weights-v1" * 100
+
+
+def test_staging_removes_the_half_made_dir_on_error(tmp_path):
+    out = tmp_path / "stage"
+    with pytest.raises(RuntimeError):
+        with manifest.staging(out) as tmp:
+            (tmp / "weights.bin").write_bytes(b"x")
+            raise RuntimeError("crashed mid-build")
+    assert not out.exists() and list(tmp_path.iterdir()) == []
