@@ -136,14 +136,39 @@ def stop(proc: subprocess.Popen, timeout_s: float = 30.0) -> int:
     return proc.returncode
 
 
+def _live_members(pgid: int) -> list[int]:
+    """PIDs in process group pgid that are not zombies (Linux /proc).
+
+    A worker orphaned by the killed server is re-parented to PID 1; where PID 1 does not reap
+    (many containers), it stays a zombie: dead, holding no memory, but still answering killpg(0).
+    """
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            pids.append(int(d))
+    return pids
+
+
 def group_alive(pgid: int, grace_s: float = 10.0) -> bool:
-    """Whether any process of the group remains after grace_s (killed children take a moment to be reaped)."""
+    """Whether a live (non-zombie) process of the group remains after grace_s."""
     deadline = time.monotonic() + grace_s
     while True:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
+        if os.path.isdir("/proc/self"):
+            if not _live_members(pgid):
+                return False
+        else:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return False
         if time.monotonic() > deadline:
             return True
         time.sleep(0.2)

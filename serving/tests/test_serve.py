@@ -24,3 +24,18 @@ def test_bad_input_is_one_line_error(tmp_path):
     r = run([sys.executable, "serving/03_serve.py", "--in", str(tmp_path / "missing"), "--smoke"])
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "no such checkpoint directory" in r.stderr
+
+
+def test_group_alive_ignores_zombies_but_sees_live_members():
+    import signal
+    import subprocess
+
+    from serving import server
+    live = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        assert server.group_alive(live.pid, grace_s=0.5)
+        live.send_signal(signal.SIGKILL)  # not reaped yet: a zombie, as under a PID 1 that never reaps
+        assert not server.group_alive(live.pid, grace_s=5.0)
+    finally:
+        live.kill()
+        live.wait()
