@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from sandbox import Client, Task
+from sandbox import Client, Limits, Task
 from sandbox.client import SandboxClientError
 
 TOKEN = "t0ken-for-tests-0123456789abcdef"
@@ -134,9 +134,13 @@ def test_remote_session_keeps_state(server):
 
 
 def _many(server, n_clients: int, n_tasks: int) -> list:
+    # a generous wall limit: the property is "all come back"; on a host at load 50 a 10 s limit can
+    # legitimately time out an echo (an honest timed_out result, but not what this test is about)
+    lim = Limits(wall_s=120)
+
     def one_client(k):
         c = Client(url(server), token=TOKEN, concurrency=1, client_id=f"client{k}")
-        return [(i, c.run(Task(cmd=["echo", f"{k}-{i}"]))) for i in range(n_tasks // n_clients)]
+        return [(i, c.run(Task(cmd=["echo", f"{k}-{i}"], limits=lim))) for i in range(n_tasks // n_clients)]
     with ThreadPoolExecutor(n_clients) as ex:
         per = list(ex.map(one_client, range(n_clients)))
     return [(k, i, r) for k, rs in enumerate(per) for i, r in rs]
