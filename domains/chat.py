@@ -78,6 +78,25 @@ def render_segments(messages: list[dict]) -> list[tuple[str, bool]]:
     return out
 
 
+def render_plain(messages: list[dict]) -> str:
+    """A plain transcript with no special tokens ("User: ...", "Assistant: ...", "Call: {json}", "Result: ...").
+
+    For mid-training text in a base corpus: the base learns the domains' language and the copying they need
+    without ever seeing the chat template, which SFT then teaches.
+    """
+    lines = []
+    for m in messages:
+        if m["role"] not in ROLES:
+            raise ValueError(f"unknown role {m['role']!r}: use one of {ROLES}")
+        label = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Result"}[m["role"]]
+        if m.get("content"):
+            lines.append(f"{label}: {m['content']}")
+        for call in m.get("tool_calls") or []:
+            args = json.loads(json.dumps(call.get("arguments", {}), sort_keys=True))
+            lines.append("Call: " + json.dumps({"name": call["name"], "arguments": args}))
+    return "\n".join(lines) + "\n"
+
+
 class ToolCallError(ValueError):
     """A tool call the model emitted that cannot be parsed (bad JSON, missing name, non-dict arguments)."""
 

@@ -128,7 +128,7 @@ def cmd_export(a) -> int:
     from domains.export import export
     datasets.disable_progress_bars()  # one summary line instead of a bar per split
     ds = _select(a.families, None)
-    for n in ("sft_per_domain", "rl_per_domain", "eval_per_domain"):
+    for n in ("sft_per_domain", "rl_per_domain", "eval_per_domain", "corpus_per_domain"):
         if getattr(a, n) < 0:
             raise UsageError(f"--{n.replace('_', '-')} must be >= 0")
     if a.seed < 0:
@@ -138,12 +138,12 @@ def cmd_export(a) -> int:
         try:
             m = export(a.out, ds, a.sft_per_domain, a.rl_per_domain, a.eval_per_domain, a.seed, a.max_difficulty,
                        pool=pool, overwrite=a.overwrite, config={k: v for k, v in vars(a).items() if k != "fn"},
-                       workers=a.slots or 4)
+                       workers=a.slots or 4, corpus_per_domain=a.corpus_per_domain)
         except FileExistsError as e:
             raise UsageError(str(e)) from None
     c = m["counts"]
     print(f"exported to {a.out} in {time.time() - t0:.1f}s: sft {c['sft']['rows']}, rl {c['rl']['rows']}, "
-          f"eval {c['eval']['rows']} rows; manifest {a.out}/manifest.json")
+          f"eval {c['eval']['rows']}, corpus {c['corpus']['rows']} rows; manifest {a.out}/manifest.json")
     return 0
 
 
@@ -175,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--sft-per-domain", type=int, default=20)
     s.add_argument("--rl-per-domain", type=int, default=20)
     s.add_argument("--eval-per-domain", type=int, default=5)
+    s.add_argument("--corpus-per-domain", type=int, default=0,
+                   help="plain-text demonstrations per train domain for the base corpus (mid-training)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--max-difficulty", type=int, default=3)
     s.add_argument("--families")

@@ -1,15 +1,18 @@
 """`python -m domains export`: HF datasets (save_to_disk) for SFT, RL and eval, plus a manifest written last.
 
     .venv/bin/python -m domains export --out data/domains --sft-per-domain 50 --rl-per-domain 50 \\
-        --eval-per-domain 10 --seed 0 --max-difficulty 1 [--families math,agent] [--overwrite]
+        --eval-per-domain 10 --seed 0 --max-difficulty 1 [--corpus-per-domain 20] [--families math,agent] [--overwrite]
 
 Layout of DIR (built in DIR.tmp-<pid>, renamed into place when complete):
     sft/   train domains: domain, family, split, difficulty, seed, messages (JSON: prompt + oracle trajectory)
     rl/    train domains: domain, family, split, difficulty, seed, task (Task JSON), prompt (messages JSON)
     eval/  train + held-out domains, seeds disjoint from sft/rl: same columns as rl/
+    corpus/ train domains: domain, family, split, difficulty, seed, text (oracle demonstration as a plain
+           transcript, chat.render_plain): mid-training text for the base corpus (pretrain_ckpt/01_corpus.py
+           --domains); never a held-out domain, so held-out results stay a test of generalization
     manifest.json  stage "data", config, seed, git commit, counts per family and split, sha256 of every file
-Seeds: sft uses base + [0, 1e6), rl base + [1e6, 2e6), eval base + [2e6, 3e6) with base = seed * 1e7, so they
-never overlap. Difficulty cycles through the domain's levels <= --max-difficulty.
+Seeds: sft uses base + [0, 1e6), rl base + [1e6, 2e6), eval base + [2e6, 3e6), corpus base + [3e6, 4e6) with
+base = seed * 1e7, so they never overlap. Difficulty cycles through the domain's levels <= --max-difficulty.
 """
 from __future__ import annotations
 
@@ -24,13 +27,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from domains.chat import render_plain
 from domains.core import Domain
 
-SFT_OFFSET, RL_OFFSET, EVAL_OFFSET, STRIDE = 0, 1_000_000, 2_000_000, 10_000_000
+SFT_OFFSET, RL_OFFSET, EVAL_OFFSET, CORPUS_OFFSET, STRIDE = 0, 1_000_000, 2_000_000, 3_000_000, 10_000_000
 
 
 def seeds_for(kind: str, seed: int, n: int) -> list[int]:
-    off = {"sft": SFT_OFFSET, "rl": RL_OFFSET, "eval": EVAL_OFFSET}[kind]
+    off = {"sft": SFT_OFFSET, "rl": RL_OFFSET, "eval": EVAL_OFFSET, "corpus": CORPUS_OFFSET}[kind]
     if n > RL_OFFSET:
         raise ValueError(f"at most {RL_OFFSET} rows per domain and kind, got {n}")
     return [seed * STRIDE + off + i for i in range(n)]
@@ -60,7 +64,7 @@ def _sha256(p: Path) -> str:
 def _row(d: Domain, kind: str, s: int, difficulty: int, pool: Any) -> dict:
     t = d.generate(s, difficulty)
     row = {"domain": d.name, "family": d.family, "split": d.split, "difficulty": t.difficulty, "seed": s}
-    if kind == "sft":
+    if kind in ("sft", "corpus"):
         for _ in range(3):  # an infra_error says nothing about the demo: retry a transient sandbox failure
             traj = d.solve(t, pool)
             r = d.verify(t, traj, pool)
@@ -68,7 +72,10 @@ def _row(d: Domain, kind: str, s: int, difficulty: int, pool: Any) -> dict:
                 break
         if not r.passed:  # never train on a demonstration its own verifier rejects
             raise RuntimeError(f"oracle demonstration failed verification: {d.name} seed {s}: {r.to_dict()}")
-        row["messages"] = json.dumps(t.messages + traj)
+        if kind == "sft":
+            row["messages"] = json.dumps(t.messages + traj)
+        else:  # pretraining text: the same demonstration as a plain transcript, no chat special tokens
+            row["text"] = render_plain(t.messages + traj)
     else:
         row["task"] = t.to_json()
         row["prompt"] = json.dumps(t.messages)
@@ -79,7 +86,7 @@ def build_rows(domains: list[Domain], kind: str, per_domain: int, seed: int, max
                workers: int = 4) -> list[dict]:
     jobs = [(d, s, _levels(d, max_difficulty)[i % len(_levels(d, max_difficulty))])
             for d in domains for i, s in enumerate(seeds_for(kind, seed, per_domain))]
-    if kind != "sft" or not any(d.needs_sandbox for d in domains):
+    if kind not in ("sft", "corpus") or not any(d.needs_sandbox for d in domains):
         return [_row(d, kind, s, k, pool) for d, s, k in jobs]
     with ThreadPoolExecutor(max(1, workers)) as ex:  # sandbox demos wait on subprocesses; map keeps the order
         return list(ex.map(lambda j: _row(j[0], kind, j[1], j[2], pool), jobs))
@@ -87,7 +94,7 @@ def build_rows(domains: list[Domain], kind: str, per_domain: int, seed: int, max
 
 def export(out: str, domains: list[Domain], sft_per_domain: int, rl_per_domain: int, eval_per_domain: int, seed: int,
            max_difficulty: int, pool: Any = None, overwrite: bool = False, config: dict | None = None,
-           workers: int = 4) -> dict:
+           workers: int = 4, corpus_per_domain: int = 0) -> dict:
     dest = Path(out)
     if dest.exists() and any(dest.iterdir()):
         if not overwrite:
@@ -99,21 +106,22 @@ def export(out: str, domains: list[Domain], sft_per_domain: int, rl_per_domain: 
     tmp.mkdir(parents=True)
     try:
         return _export_into(tmp, dest, domains, sft_per_domain, rl_per_domain, eval_per_domain, seed, max_difficulty,
-                            pool, config, workers)
+                            pool, config, workers, corpus_per_domain)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # only left over if we failed before the rename
 
 
 def _export_into(tmp: Path, dest: Path, domains: list[Domain], sft_per_domain: int, rl_per_domain: int,
                  eval_per_domain: int, seed: int, max_difficulty: int, pool: Any, config: dict | None,
-                 workers: int) -> dict:
+                 workers: int, corpus_per_domain: int = 0) -> dict:
     from datasets import Dataset  # lazy: the library itself does not need datasets
 
     t0 = time.time()
     train = [d for d in domains if d.split == "train"]
     parts = {"sft": build_rows(train, "sft", sft_per_domain, seed, max_difficulty, pool, workers),
              "rl": build_rows(train, "rl", rl_per_domain, seed, max_difficulty, pool),
-             "eval": build_rows(domains, "eval", eval_per_domain, seed, max_difficulty, pool)}
+             "eval": build_rows(domains, "eval", eval_per_domain, seed, max_difficulty, pool),
+             "corpus": build_rows(train, "corpus", corpus_per_domain, seed, max_difficulty, pool, workers)}
     counts: dict[str, Any] = {}
     for name, rows in parts.items():
         if rows:

@@ -2,10 +2,15 @@
 
     python pretrain_ckpt/01_corpus.py --out data/corpus                 # tiny CPU default
     python pretrain_ckpt/01_corpus.py --out data/corpus --max-mb 64     # more text
+    python pretrain_ckpt/01_corpus.py --out data/corpus --domains data/domains   # + mid-training text
 
 Sources, in a fixed order so the same arguments give the same bytes:
 - the Python standard library's own source files (code, docstrings, comments: English + code);
-- seeded arithmetic and counting drills ("47 + 18 = 65"), so the base has some numeracy.
+- seeded arithmetic and counting drills ("47 + 18 = 65"), so the base has some numeracy;
+- with --domains, the `corpus` split of a domains export (`python -m domains export --corpus-per-domain N`):
+  oracle demonstrations of the *training* domains as plain transcripts, with seeds disjoint from SFT, RL and
+  eval. This is mid-training: a base of ~16M parameters trained for minutes learns the domains' language and
+  the copying their answers need only if it sees them; held-out domains are never in it.
 A real run imports a real base instead (pretrain_ckpt/04_import_hf.py); this corpus only has to
 make a tiny base that is better than random for the CPU chain.
 Writes DIR/{train,validation} (datasets.save_to_disk) and DIR/manifest.json last, atomically.
@@ -63,22 +68,39 @@ def main(argv=None) -> int:
     ap.add_argument("--drill-docs", type=int, default=3000, help="number of arithmetic drill documents")
     ap.add_argument("--val-fraction", type=float, default=0.02, help="fraction of documents held out")
     ap.add_argument("--seed", type=int, default=1234, help="seed for drills and the split")
+    ap.add_argument("--domains", type=Path, default=None,
+                    help="domains export directory whose corpus/ split (plain-text demonstrations) is added")
     a = ap.parse_args(argv)
     if not 0 < a.val_fraction < 0.5:
         print(f"error: --val-fraction={a.val_fraction} must be in (0, 0.5)", file=sys.stderr)
         return 2
+    domain_docs: list[str] = []
+    if a.domains is not None:
+        try:
+            manifest.verify(a.domains, stage="data")
+        except manifest.CheckpointError as e:
+            print(f"error: --domains: {e}", file=sys.stderr)
+            return 2
+        if not (a.domains / "corpus" / "dataset_info.json").exists():
+            print(f"error: {a.domains} has no corpus/ rows: export it with `python -m domains export "
+                  f"--corpus-per-domain N`", file=sys.stderr)
+            return 2
     import datasets
 
-    docs = stdlib_docs(int(a.max_mb * 1e6)) + drills(a.drill_docs, a.seed)
+    if a.domains is not None:
+        domain_docs = list(datasets.load_from_disk(str(a.domains / "corpus"))["text"])
+    docs = stdlib_docs(int(a.max_mb * 1e6)) + drills(a.drill_docs, a.seed) + domain_docs
     rng = random.Random(a.seed)
     rng.shuffle(docs)
     n_val = max(1, int(len(docs) * a.val_fraction))
     tmp = manifest.staging_dir(a.out)
     for split, part in (("validation", docs[:n_val]), ("train", docs[n_val:])):
         datasets.Dataset.from_dict({"text": part}).save_to_disk(str(tmp / split))
-    manifest.write_manifest(tmp, stage="corpus", parent=None, config=vars(a) | {"out": str(a.out)}, seed=a.seed,
+    manifest.write_manifest(tmp, stage="corpus", parent=a.domains, seed=a.seed,
+                            config=vars(a) | {"out": str(a.out), "domains": a.domains and str(a.domains)},
                             metrics={"documents": len(docs), "validation_documents": n_val,
-                                     "characters": sum(map(len, docs))})
+                                     "characters": sum(map(len, docs)), "domain_documents": len(domain_docs),
+                                     "domain_characters": sum(map(len, domain_docs))})
     manifest.publish(tmp, a.out)
     print(f"corpus: {len(docs)} documents, {sum(map(len, docs)) / 1e6:.1f} M characters -> {a.out}")
     return 0

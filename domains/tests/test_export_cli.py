@@ -13,11 +13,12 @@ from domains.export import export, seeds_for
 def exported(tmp_path_factory):
     out = tmp_path_factory.mktemp("x") / "data"
     ds = [d for d in registry().values() if d.family in ("math", "agent")]
-    m = export(str(out), ds, sft_per_domain=2, rl_per_domain=2, eval_per_domain=1, seed=3, max_difficulty=0)
+    m = export(str(out), ds, sft_per_domain=2, rl_per_domain=2, eval_per_domain=1, seed=3, max_difficulty=0,
+               corpus_per_domain=1)
     return out, m, ds
 
 
-def test_export_writes_three_datasets_and_manifest(exported):
+def test_export_writes_four_datasets_and_manifest(exported):
     from datasets import load_from_disk
     out, m, ds = exported
     sft = load_from_disk(str(out / "sft"))
@@ -26,6 +27,22 @@ def test_export_writes_three_datasets_and_manifest(exported):
     msgs = json.loads(sft[0]["messages"])
     assert msgs[0]["role"] == "system" and msgs[-1]["role"] == "assistant"
     assert m["stage"] == "data" and m["counts"]["sft"]["rows"] == len(sft)
+    assert set(load_from_disk(str(out / "corpus")).column_names) >= {"domain", "text"}
+
+
+def test_corpus_rows_are_plain_text_of_train_domains_with_their_own_seeds(exported):
+    from datasets import load_from_disk
+
+    from domains.chat import SPECIAL_TOKENS
+    out, _, _ = exported
+    corpus = load_from_disk(str(out / "corpus"))
+    assert set(corpus["split"]) == {"train"} and len(corpus) > 0
+    assert not any(tok in text for text in corpus["text"] for tok in SPECIAL_TOKENS)
+    assert all("Assistant: " in text for text in corpus["text"])
+    others = set()
+    for kind in ("sft", "rl", "eval"):
+        others |= set(load_from_disk(str(out / kind))["seed"])
+    assert not set(corpus["seed"]) & others
 
 
 def test_export_manifest_hashes_every_file(exported):
