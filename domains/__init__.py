@@ -29,6 +29,9 @@ Contracts
   Tool-using verifiers replay the assistant's tool calls in a fresh environment and ignore the tool messages.
   A call with wrong argument types (schema.py, strict: "2" is not a number) never passes.
 - env.step returns "error: ..." strings for unknown tools, wrong argument types and refused calls (never raises).
+  A tool that cannot run (ToolInfraError: sandbox failure; or a crash) is retried with backoff; if it still fails,
+  rollout_batch marks the trajectory and verify returns infra_error (the policy is not blamed). rollout_batch's
+  max_active/budget_s give long-running tasks a queue and a per-rollout wall budget (rollout.py).
 - Sandbox families (code, terminal; Domain.needs_sandbox) take pool=sandbox.Pool(...) or any object with
   run/map/submit/session; domains never creates global sandbox state. See sandboxing.py.
 - Plug-ins: domains.load_plugin("pkg.mod:register") or DOMAINS_PLUGINS=pkg.mod,pkg2.mod; register() returns
@@ -37,8 +40,8 @@ Contracts
 CLI (see cli.py):  .venv/bin/python -m domains list --json | sample DOMAIN --seed S | check | export --out DIR
 Tests:             .venv/bin/python -m pytest domains -q
 """
-from domains.core import Domain, Reward, Task, ToolEnv, ToolError
+from domains.core import Domain, Reward, Task, ToolEnv, ToolError, ToolInfraError
 from domains.registry import get, load_plugin, registry
 from domains.rollout import rollout, rollout_batch
 
-__all__ = ["Domain", "Reward", "Task", "ToolEnv", "ToolError", "get", "load_plugin", "registry", "rollout", "rollout_batch"]
+__all__ = ["Domain", "Reward", "Task", "ToolEnv", "ToolError", "ToolInfraError", "get", "load_plugin", "registry", "rollout", "rollout_batch"]

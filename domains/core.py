@@ -16,6 +16,7 @@ import hashlib
 import json
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -23,6 +24,8 @@ from domains import schema
 
 MAX_MESSAGE_CHARS = 50_000  # any assistant message longer than this is rejected unread (enormous-output hack)
 MAX_OBS_CHARS = 4_000       # tool observations are cut here so a trajectory fits a small context
+TOOL_RETRIES = 2            # extra attempts of a tool call that failed for infrastructure reasons
+TOOL_BACKOFF_S = 0.5        # first retry waits this long, then doubles
 
 
 @dataclass
@@ -85,6 +88,19 @@ class ToolError(Exception):
     """Raised by a tool implementation; the env turns it into an 'error: ...' observation."""
 
 
+class ToolInfraError(ToolError):
+    """The tool could not run (sandbox failure), through no fault of the call: retried, then an infra error."""
+
+
+def infra_mark(trajectory: Any) -> str | None:
+    """The infra error a rollout loop wrote into a tool message (tool failed after its retries, rollout cut at
+    its wall budget), else None. Only environments write tool messages, so the policy cannot forge one."""
+    for m in trajectory if isinstance(trajectory, list) else []:
+        if isinstance(m, dict) and m.get("role") == "tool" and m.get("infra_error"):
+            return str(m["infra_error"])
+    return None
+
+
 def rng_for(domain: str, seed: int, difficulty: int) -> random.Random:
     """A private RNG per (domain, seed, difficulty): independent of call order and of Python's hash seed."""
     h = hashlib.sha256(f"{domain}|{seed}|{difficulty}".encode()).digest()
@@ -100,14 +116,23 @@ def tool(name: str, description: str, params: dict[str, dict], required: list[st
 
 
 class ToolEnv:
-    """Multi-turn environment: step(tool_call) -> observation string; never raises on bad calls."""
+    """Multi-turn environment: step(tool_call) -> observation string; never raises on bad calls.
 
-    def __init__(self, task: Task, impls: dict[str, Callable[..., str]], close: Callable[[], None] | None = None):
+    Errors the policy caused (unknown tool, bad arguments, a refused call: ToolError) are observations and never
+    retried. A tool that could not run (ToolInfraError, or any other exception of the implementation) is retried
+    `retries` times with exponential backoff; if it still fails, `infra_error` is set: the rollout says nothing
+    about the policy and its reward must be an infra error (domains.rollout_batch marks the trajectory)."""
+
+    def __init__(self, task: Task, impls: dict[str, Callable[..., str]], close: Callable[[], None] | None = None,
+                 retries: int = TOOL_RETRIES, backoff_s: float = TOOL_BACKOFF_S):
         self.task = task
         self.schemas = {t["name"]: t for t in task.tools}
         self.impls = impls
         self._close = close
-        self.log: list[dict] = []  # {"call", "ok", "error_kind", "observation"} per step, for verifiers and process rewards
+        self.retries, self.backoff_s = retries, backoff_s
+        self.retried = 0  # retry attempts over the env's life
+        self.infra_error: str | None = None  # set when a call failed for infrastructure reasons after all retries
+        self.log: list[dict] = []  # {"call", "ok", "error_kind", "observation", "retries"} per step
 
     def check_call(self, call: Any) -> str | None:
         """None if the call is well-formed for this task's tools, else an error string."""
@@ -126,16 +151,29 @@ class ToolEnv:
     def step(self, call: dict) -> str:
         err = self.check_call(call)
         kind = None if err is None else "schema"  # schema: unknown tool / wrong argument types
-        if err is None:
+        tries = 0
+        obs = err or ""
+        while err is None:
             try:
                 obs = str(self.impls[call["name"]](**call.get("arguments", {})))
+                break
+            except ToolInfraError as e:
+                why = str(e)
             except ToolError as e:
                 obs, err, kind = f"error: {e}", str(e), "tool"  # tool: a valid call the tool refused
-        else:
-            obs = err
+                break
+            except Exception as e:  # noqa: BLE001 - a crashing tool is the environment's fault, not the call's
+                why = f"tool {call['name']!r} crashed: {type(e).__name__}: {e}"
+            if tries >= self.retries:
+                obs, err, kind = f"error: {why}", why, "infra"
+                self.infra_error = f"{why} (after {tries + 1} attempts)"
+                break
+            time.sleep(self.backoff_s * 2 ** tries)
+            tries += 1
+            self.retried += 1
         if len(obs) > MAX_OBS_CHARS:
             obs = obs[:MAX_OBS_CHARS] + f"\n[... {len(obs) - MAX_OBS_CHARS} more characters cut]"
-        self.log.append({"call": call, "ok": err is None, "error_kind": kind, "observation": obs})
+        self.log.append({"call": call, "ok": err is None, "error_kind": kind, "observation": obs, "retries": tries})
         return obs
 
     def schema_errors(self) -> list[dict]:
@@ -260,8 +298,12 @@ class Domain:
                 env.close()
 
     def verify(self, task: Task, trajectory: list[dict], pool: Any = None, timeout_s: float | None = None) -> Reward:
-        """Never raises: bad trajectories fail; an exception or timeout inside the verifier is an infra_error."""
+        """Never raises: bad trajectories fail; an exception or timeout inside the verifier, or a rollout the loop
+        marked (tool failed after retries, cut at its wall budget: infra_mark), is an infra_error."""
         try:
+            mark = infra_mark(trajectory)
+            if mark:
+                return Reward.infra(f"rollout: {mark}")
             why = check_trajectory(task, trajectory)
         except Exception as e:  # noqa: BLE001 - the contract is "never raises"
             return Reward.infra(f"verifier crashed: {type(e).__name__}: {e}")

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from domains import sandboxing
 from domains.chat import tools_prompt
-from domains.core import Domain, Reward, Task, ToolError, tool
+from domains.core import Domain, Reward, Task, ToolInfraError, tool
 from domains.families.code_problems import PROBLEMS, Problem
 
 RUN_TOOL = tool("run_python", "Run a Python 3 script in a sandbox; returns its output and exit code.",
@@ -214,7 +214,7 @@ class CodeDomain(Domain):
             r = pool.run(sandboxing.task(cmd=["python3", "main.py"], files={"main.py": code},
                                          limits=sandboxing.limits(wall_s=10.0)))
             if r.infra_error:
-                raise ToolError(f"sandbox failure: {r.infra_error}")
+                raise ToolInfraError(f"sandbox failure: {r.infra_error}")
             return sandboxing.observation(r)
         return {"run_python": run_python}, None
 

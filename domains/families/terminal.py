@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 from domains import sandboxing
 from domains.chat import tools_prompt
-from domains.core import Domain, Reward, Task, ToolError, tool, tool_calls
+from domains.core import Domain, Reward, Task, ToolInfraError, tool, tool_calls
 
 BASH = tool("bash", "Run a shell command in the task directory; returns output and exit code.",
             {"command": {"type": "string", "maxLength": 10000}})
@@ -446,7 +446,7 @@ class TerminalDomain(Domain):
         def bash(command: str) -> str:
             r = sh.run(command, timeout_s=CMD_TIMEOUT_S)
             if r.infra_error:
-                raise ToolError(f"sandbox failure: {r.infra_error}")
+                raise ToolInfraError(f"sandbox failure: {r.infra_error}")
             return sandboxing.observation(r)
 
         return {"bash": bash}, lambda: cm.__exit__(None, None, None)
