@@ -190,6 +190,7 @@ class Trainer:
         fam = defaultdict(lambda: {"samples": 0, "reward": 0.0, "passed": 0, "scored": 0, "infra": 0})
         t_roll = t_rew = 0.0
         groups = flat = infra = truncated = 0
+        lanes = defaultdict(int)  # tool_retries, tool_infra_failed, rollouts_cut
         rounds = 0
         for rnd in range(ro.max_rounds if ro.dynamic_sampling else 1):
             need = want - len(kept)
@@ -201,9 +202,13 @@ class Trainer:
             rolls = trajectory.rollout(self.engine, self.renderer, picks, n=n, temperature=ro.temperature,
                                        top_p=ro.top_p, max_tokens=ro.max_tokens,
                                        seed=self.rc.train["seed"] * 1_000_003 + step * 10_007 + rnd * 1_009,
-                                       pool=self.pool, sandbox_slots=rw.sandbox_slots, max_turns=ro.max_turns)
+                                       pool=self.pool, sandbox_slots=rw.sandbox_slots, max_turns=ro.max_turns,
+                                       long_timeout_s=ro.long_timeout_s, tool_retries=ro.tool_retries,
+                                       retry_backoff_s=ro.tool_retry_backoff_s)
             t1 = time.perf_counter()
             scores = rewards.score_all(rolls, self.pool, rw)
+            for k, v in trajectory.lane_metrics(rolls).items():
+                lanes[k] += v
             t_roll += t1 - t0
             t_rew += time.perf_counter() - t1
             self.log(f"  step {step + 1} round {rnd + 1}: {len(rolls)} rollouts "
@@ -239,6 +244,8 @@ class Trainer:
         scored = sum(f["scored"] for f in fam.values())
         m = {"rollout_s": t_roll, "reward_s": t_rew, "rounds": rounds, "groups_rolled": groups,
              "groups_used": len(kept), "zero_var_frac": flat / max(groups, 1), "infra_errors": infra,
+             "tool_retries": lanes["tool_retries"], "tool_infra_failed": lanes["tool_infra_failed"],
+             "rollouts_cut": lanes["rollouts_cut"],
              "truncated_frac": truncated / max(sum(f["samples"] for f in fam.values()), 1),
              "reward": sum(f["reward"] for f in fam.values()) / max(scored, 1),
              "pass_rate": sum(f["passed"] for f in fam.values()) / max(scored, 1),
@@ -349,7 +356,7 @@ class Trainer:
         done = step + 1 - self.start
         self.log(f"step {step + 1}/{total} | reward {m['reward']:.4f} | pass {m['pass_rate']:.4f} | "
                  f"zero_var {m['zero_var_frac']:.2f} | groups {m['groups_used']}/{self.cfg.rollout.groups_per_step} "
-                 f"| infra {m['infra_errors']} | loss {m['loss']:.5f} | mismatch {m['mismatch_abs']:.2e} | "
+                 f"| infra {m['infra_errors']} (cut {m['rollouts_cut']}, retries {m['tool_retries']}) | loss {m['loss']:.5f} | mismatch {m['mismatch_abs']:.2e} | "
                  f"grad_norm {m['grad_norm']:.3f} | rollout {m['rollout_s']:.1f}s reward {m['reward_s']:.1f}s "
                  f"update {m['update_s']:.1f}s sync {m['sync_s']:.2f}s | elapsed {fmt_time(elapsed)} | "
                  f"eta {fmt_time((total - step - 1) * elapsed / done)}")
@@ -371,7 +378,8 @@ class Trainer:
         from rl import evaluate
 
         items = evaluate.eval_items(self.a.data, self.cfg.eval.per_domain, self.cfg.eval.splits, self.cfg.sched.families)
-        return evaluate.evaluate(self.engine, self.renderer, items, self.pool, self.cfg.reward, self.cfg.eval.max_tokens)
+        return evaluate.evaluate(self.engine, self.renderer, items, self.pool, self.cfg.reward, self.cfg.eval.max_tokens,
+                                 self.cfg.rollout)
 
     def publish(self) -> int:
         from model import checkpoint, hf_io, manifest as mf, parallel, recipe, results

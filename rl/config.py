@@ -26,6 +26,9 @@ class RolloutConfig:
     tensor_parallel_size: int = 1  # engine TP (GPU: its workers are colocated with the trainer ranks)
     gpu_memory_utilization: float = 0.35  # GPU share of a colocated engine (trainer keeps the rest)
     sleep_between: bool = True  # GPU: engine sleeps (weights offloaded, KV freed) during the update
+    long_timeout_s: float = 600.0  # wall budget of one sandbox-holding rollout (long lane); past it: cut, infra
+    tool_retries: int = 2  # retries of a tool call that failed for infrastructure reasons (sandbox failure)
+    tool_retry_backoff_s: float = 0.5  # first retry's wait, doubled each time
 
 
 @dataclass
@@ -110,6 +113,9 @@ class RLConfig:
             raise ConfigError(f"rollout.temperature={r.temperature} must be > 0 (RL samples; greedy is for eval)")
         if r.dtype not in ("float32", "bfloat16"):
             raise ConfigError(f"rollout.dtype={r.dtype!r}: use float32 or bfloat16")
+        if r.long_timeout_s < 0 or r.tool_retries < 0 or r.tool_retry_backoff_s < 0:
+            raise ConfigError(f"rollout.long_timeout_s={r.long_timeout_s} (0 = no budget), rollout.tool_retries="
+                              f"{r.tool_retries} and rollout.tool_retry_backoff_s={r.tool_retry_backoff_s} must be >= 0")
         if not 0 < r.top_p <= 1:
             raise ConfigError(f"rollout.top_p={r.top_p} must be in (0, 1]")
         if not (0 <= a.clip_low < 1 and a.clip_high >= 0):

@@ -31,15 +31,22 @@ def eval_items(data_dir, per_domain: int, splits: list[str], families: list[str]
     return items
 
 
-def evaluate(engine, renderer, items: list, pool: Any, reward_cfg, max_tokens: int) -> dict:
+def evaluate(engine, renderer, items: list, pool: Any, reward_cfg, max_tokens: int, rollout_cfg=None) -> dict:
+    """rollout_cfg (RolloutConfig): the long lane's budget and the tool retries, as in training."""
+    lane = {} if rollout_cfg is None else dict(long_timeout_s=rollout_cfg.long_timeout_s,
+                                                tool_retries=rollout_cfg.tool_retries,
+                                                retry_backoff_s=rollout_cfg.tool_retry_backoff_s)
     rolls = trajectory.rollout(engine, renderer, items, n=1, temperature=0.0, top_p=1.0, max_tokens=max_tokens,
-                               seed=0, pool=pool, sandbox_slots=reward_cfg.sandbox_slots)
+                               seed=0, pool=pool, sandbox_slots=reward_cfg.sandbox_slots, **lane)
     rs = rewards.score_all(rolls, pool, reward_cfg)
-    agg: dict[tuple[str, str], dict] = defaultdict(lambda: {"tasks": 0, "passed": 0, "infra_errors": 0})
+    agg: dict[tuple[str, str], dict] = defaultdict(lambda: {"tasks": 0, "passed": 0, "infra_errors": 0,
+                                                            "tool_retries": 0, "cut": 0})
     for r, rw in zip(rolls, rs):
         for key in ((r.task.family, r.domain.split), ("all", r.domain.split)):
             g = agg[key]
             g["tasks"] += 1
+            g["tool_retries"] += r.tool_retries
+            g["cut"] += int(r.cut)
             g["infra_errors"] += int(rw.infra_error is not None)
             g["passed"] += int(rw.infra_error is None and rw.passed)
     table: dict[str, dict] = {}

@@ -18,6 +18,8 @@ from domains.core import Reward
 
 
 def _verify(r, pool, timeout_s: float) -> Reward:
+    if getattr(r, "infra_error", None):  # the rollout loop's mark (tool failed after retries, cut at its budget):
+        return Reward.infra(f"rollout: {r.infra_error}")  # also for plug-ins that override Domain.verify
     try:
         out = r.domain.verify(r.task, r.messages, pool=pool, timeout_s=timeout_s)
     except Exception as e:  # noqa: BLE001 - a plug-in verify() may break the never-raises contract

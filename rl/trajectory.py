@@ -6,12 +6,19 @@ with domains/chat.render_segments, and each trainable segment (an assistant body
 the ids the engine sampled for that turn. The prompt the engine sees at turn k and the sequence the trainer
 scores are therefore the same ids, and `action_mask` marks exactly the sampled ones.
 
+Two lanes run at the same time: all rollouts without a sandbox session in one lockstep batch, and the tool
+environments that hold a sandbox session in their own queue (`sandbox_slots` at a time, a freed slot goes to the
+next one) where each rollout has a wall-clock budget (`long_timeout_s`): past it the rollout is cut and marked
+as an infra error (excluded from advantages, counted), so a slow or hung sandbox cannot stall the step. The lanes
+share the engine under a lock; each lane has its own seed stream, so its samples do not depend on interleaving.
+
 Items are told apart by object identity: each rollout gets its own deep copy of its Task, so the first
 message dict of a conversation identifies the rollout even when a group repeats one task n times.
 """
 from __future__ import annotations
 
 import copy
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +36,9 @@ class Rollout:
     action_mask: list[int] = field(default_factory=list)  # 1 where tokens[i] was sampled by the policy
     rollout_logprobs: list[float] = field(default_factory=list)  # engine logprob at sampled positions, else 0
     truncated: bool = False  # a turn hit its token limit (or the context was full)
+    tool_retries: int = 0  # tool calls retried after an infrastructure failure
+    infra_error: str | None = None  # the rollout loop's mark: tool failed after retries, or cut at its budget
+    cut: bool = False  # cut at the long lane's wall budget (rollout.long_timeout_s)
 
 
 class Renderer:
@@ -87,45 +97,80 @@ class Renderer:
 
 def rollout(engine, renderer: Renderer, items: list[tuple[Domain, Task]], *, n: int, temperature: float,
             top_p: float, max_tokens: int, seed: int | None, pool: Any = None, sandbox_slots: int = 2,
-            max_turns: int = 0) -> list[Rollout]:
+            max_turns: int = 0, long_timeout_s: float = 0.0, tool_retries: int | None = None,
+            retry_backoff_s: float | None = None) -> list[Rollout]:
     """n rollouts per (domain, task), grouped: result[i*n:(i+1)*n] belong to items[i].
 
-    Tool environments that hold a sandbox slot run in waves of `sandbox_slots` (a wave never waits on a slot it
-    cannot get); all other rollouts run in one lockstep batch (one engine call per turn)."""
+    Tool environments that hold a sandbox slot run in the long lane (see the module doc; long_timeout_s 0 = no
+    budget); all other rollouts run in one lockstep batch (one engine call per turn) at the same time."""
     import domains
+    from domains.rollout import stats
 
     outs = [Rollout(d, copy.deepcopy(t)) for d, t in items for _ in range(n)]
     for r in outs:  # a turn cap makes a task stricter, never easier: the verifier checks the same copy
         if max_turns:
             r.task.max_turns = min(r.task.max_turns, max_turns)
     by_id = {id(r.task.messages[0]): r for r in outs}
-    calls = [0]
+    engine_lock = threading.Lock()  # one engine (a pipe to its process) and one tokenizer for both lanes
 
-    def generate_batch(convs: list[list[dict]]) -> list[str]:
-        rs = [by_id[id(c[0])] for c in convs]
-        prompts = [renderer.build(r.task.messages, c, r.turns, True)[0] for c, r in zip(convs, rs)]
-        s = None if seed is None else seed + 7919 * calls[0]  # fresh per call, reproducible per step
-        calls[0] += 1
-        got = engine.generate(prompts, n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=s)
-        texts = []
-        for r, g in zip(rs, got):
-            sample = g[0]
-            r.turns.append(sample)
-            r.truncated |= sample.finish_reason != "stop"
-            texts.append(renderer.text(sample))
-        return texts
+    def lane_generate(seed_base: int):
+        calls = [0]
 
-    holds = [i for i, r in enumerate(outs) if r.domain.needs_sandbox and r.task.tools]
-    hold_set = set(holds)
-    waves = [[i for i in range(len(outs)) if i not in hold_set]]
-    waves += [holds[k:k + sandbox_slots] for k in range(0, len(holds), max(1, sandbox_slots))]
-    for wave in waves:
-        if not wave:
-            continue
-        trajs = domains.rollout_batch([(outs[i].domain, outs[i].task) for i in wave], generate_batch, pool)
-        for i, tr in zip(wave, trajs):
-            outs[i].messages = tr
+        def generate_batch(convs: list[list[dict]]) -> list[str]:
+            with engine_lock:
+                rs = [by_id[id(c[0])] for c in convs]
+                prompts = [renderer.build(r.task.messages, c, r.turns, True)[0] for c, r in zip(convs, rs)]
+                s = None if seed is None else seed + seed_base + 7919 * calls[0]  # fresh per call, reproducible
+                calls[0] += 1
+                got = engine.generate(prompts, n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                                      seed=s)
+                texts = []
+                for r, g in zip(rs, got):
+                    sample = g[0]
+                    r.turns.append(sample)
+                    r.truncated |= sample.finish_reason != "stop"
+                    texts.append(renderer.text(sample))
+                return texts
+        return generate_batch
+
+    opts = dict(tool_retries=tool_retries, retry_backoff_s=retry_backoff_s)
+
+    def run_lane(idx: list[int], gen, **kw) -> None:
+        if idx:
+            trajs = domains.rollout_batch([(outs[i].domain, outs[i].task) for i in idx], gen, pool, **opts, **kw)
+            for i, tr in zip(idx, trajs):
+                outs[i].messages = tr
+
+    hold_set = {i for i, r in enumerate(outs) if r.domain.needs_sandbox and r.task.tools}
+    long_idx = sorted(hold_set)
+    fast_idx = [i for i in range(len(outs)) if i not in hold_set]
+    failed: list[BaseException] = []
+
+    def long_lane() -> None:
+        try:
+            run_lane(long_idx, lane_generate(500_009), max_active=max(1, sandbox_slots),
+                     budget_s=long_timeout_s or None)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            failed.append(e)
+
+    lane = threading.Thread(target=long_lane, daemon=True)
+    if long_idx:
+        lane.start()
+    run_lane(fast_idx, lane_generate(0))
+    if long_idx:
+        lane.join()
+    if failed:
+        raise failed[0]
     for r in outs:
+        st = stats(r.messages)
+        r.tool_retries, r.infra_error, r.cut = st["tool_retries"], st["infra_error"], st["cut"]
         conv = list(r.task.messages) + r.messages
         r.tokens, r.action_mask, r.rollout_logprobs = renderer.build(r.task.messages, conv, r.turns, False)
     return outs
+
+
+def lane_metrics(rolls: list[Rollout]) -> dict:
+    """Per-step counts for metrics.jsonl: retried tool calls, rollouts failed by a tool, rollouts cut."""
+    return {"tool_retries": sum(r.tool_retries for r in rolls),
+            "tool_infra_failed": sum(bool(r.infra_error) and not r.cut for r in rolls),
+            "rollouts_cut": sum(r.cut for r in rolls)}

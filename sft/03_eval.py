@@ -6,7 +6,8 @@
 Runs every task of the domains export's eval split (at most --per-domain per domain) as a multi-turn
 rollout on an in-process vLLM engine (greedy), verifies it with the domain's verifier (code and
 terminal tasks in the sandbox pool) and reports pass rate and mean turns per family and split.
-Infra errors are counted and excluded from the pass rates, never scored as fails.
+Infra errors (verifier crashes, tools that still fail after their retries) are counted and excluded from the
+pass rates, never scored as fails; retried tool calls are counted per family.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def main(argv=None) -> int:
 
     import domains
     from domains import chat
+    from domains.rollout import stats as rollout_stats
     from domains.sandboxing import available, make_pool
     from model.vllm_engine import Engine
 
@@ -73,11 +75,13 @@ def main(argv=None) -> int:
     finally:
         if pool is not None:
             pool.close()
-    agg: dict[tuple[str, str], dict] = defaultdict(lambda: {"tasks": 0, "passed": 0, "infra_errors": 0, "turns": 0})
+    agg: dict[tuple[str, str], dict] = defaultdict(lambda: {"tasks": 0, "passed": 0, "infra_errors": 0, "turns": 0,
+                                                            "tool_retries": 0})
     for (d, t), tr, rw in zip(items, trajs, rewards):
         for key in ((t.family, d.split), ("all", d.split)):
             g = agg[key]
             g["tasks"] += 1
+            g["tool_retries"] += rollout_stats(tr)["tool_retries"]  # sandbox failures retried (ToolEnv)
             g["turns"] += sum(1 for x in tr if x["role"] == "assistant")
             if rw.infra_error:
                 g["infra_errors"] += 1
@@ -87,6 +91,7 @@ def main(argv=None) -> int:
     for (fam, split), g in sorted(agg.items()):
         scored = g["tasks"] - g["infra_errors"]
         table.setdefault(fam, {})[split] = {"tasks": g["tasks"], "passed": g["passed"], "infra_errors": g["infra_errors"],
+                                            "tool_retries": g["tool_retries"],
                                             "pass_rate": g["passed"] / scored if scored else None,
                                             "mean_turns": g["turns"] / g["tasks"]}
     results.write(a.out, "eval.quick", {"stage": m["stage"], "per_family": table, "per_domain_tasks": a.per_domain,

@@ -15,7 +15,8 @@ from rl.tests.conftest import ROOT, env, run
 
 SETS = ["train.steps=3", "train.save_every=1", "sched.families=[toy]", "reward.timeout_s=1", "train.seq_length=256"]
 KEYS = ("reward", "pass_rate", "zero_var_frac", "mismatch_abs", "rollout_s", "reward_s", "update_s", "sync_s",
-        "per_family", "infra_errors", "groups_used", "loss", "grad_norm")
+        "per_family", "infra_errors", "groups_used", "loss", "grad_norm", "tool_retries", "tool_infra_failed",
+        "rollouts_cut")
 
 
 def cmd(chain, out, *extra):
