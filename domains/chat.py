@@ -44,6 +44,12 @@ ASSISTANT_PREFIX = f"{IM_START}assistant\n"
 _CALL_RE = re.compile(re.escape(TOOL_CALL_START) + r"(.*?)" + re.escape(TOOL_CALL_END), re.S)
 
 
+def call_json(call: dict) -> str:
+    """A tool call as its canonical JSON (arguments in sorted key order), as the model writes it."""
+    args = json.loads(json.dumps(call.get("arguments", {}), sort_keys=True))
+    return json.dumps({"name": call["name"], "arguments": args})
+
+
 def render_message(msg: dict) -> str:
     """One message as text, including its trailing newline."""
     role = msg["role"]
@@ -53,8 +59,7 @@ def render_message(msg: dict) -> str:
     if role == "tool":
         body = f"{TOOL_RESP_START}{body}{TOOL_RESP_END}"
     for call in msg.get("tool_calls") or []:
-        args = json.loads(json.dumps(call.get("arguments", {}), sort_keys=True))  # canonical key order
-        body += TOOL_CALL_START + json.dumps({"name": call["name"], "arguments": args}) + TOOL_CALL_END
+        body += TOOL_CALL_START + call_json(call) + TOOL_CALL_END
     return f"{IM_START}{role}\n{body}{IM_END}\n"
 
 
@@ -91,9 +96,7 @@ def render_plain(messages: list[dict]) -> str:
         label = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Result"}[m["role"]]
         if m.get("content"):
             lines.append(f"{label}: {m['content']}")
-        for call in m.get("tool_calls") or []:
-            args = json.loads(json.dumps(call.get("arguments", {}), sort_keys=True))
-            lines.append("Call: " + json.dumps({"name": call["name"], "arguments": args}))
+        lines += ["Call: " + call_json(call) for call in m.get("tool_calls") or []]
     return "\n".join(lines) + "\n"
 
 

@@ -31,6 +31,7 @@ from domains.chat import render_plain
 from domains.core import Domain
 
 SFT_OFFSET, RL_OFFSET, EVAL_OFFSET, CORPUS_OFFSET, STRIDE = 0, 1_000_000, 2_000_000, 3_000_000, 10_000_000
+DEMO_KINDS = ("sft", "corpus")  # rows that carry a verified oracle demonstration (messages or plain text)
 
 
 def seeds_for(kind: str, seed: int, n: int) -> list[int]:
@@ -64,7 +65,7 @@ def _sha256(p: Path) -> str:
 def _row(d: Domain, kind: str, s: int, difficulty: int, pool: Any) -> dict:
     t = d.generate(s, difficulty)
     row = {"domain": d.name, "family": d.family, "split": d.split, "difficulty": t.difficulty, "seed": s}
-    if kind in ("sft", "corpus"):
+    if kind in DEMO_KINDS:
         for _ in range(3):  # an infra_error says nothing about the demo: retry a transient sandbox failure
             traj = d.solve(t, pool)
             r = d.verify(t, traj, pool)
@@ -86,7 +87,7 @@ def build_rows(domains: list[Domain], kind: str, per_domain: int, seed: int, max
                workers: int = 4) -> list[dict]:
     jobs = [(d, s, _levels(d, max_difficulty)[i % len(_levels(d, max_difficulty))])
             for d in domains for i, s in enumerate(seeds_for(kind, seed, per_domain))]
-    if kind not in ("sft", "corpus") or not any(d.needs_sandbox for d in domains):
+    if kind not in DEMO_KINDS or not any(d.needs_sandbox for d in domains):
         return [_row(d, kind, s, k, pool) for d, s, k in jobs]
     with ThreadPoolExecutor(max(1, workers)) as ex:  # sandbox demos wait on subprocesses; map keeps the order
         return list(ex.map(lambda j: _row(j[0], kind, j[1], j[2], pool), jobs))
