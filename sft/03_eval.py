@@ -31,7 +31,8 @@ def main(argv=None) -> int:
     ap.add_argument("--per-domain", type=int, default=2, help="eval tasks per domain")
     ap.add_argument("--max-tokens", type=int, default=192, help="tokens per assistant turn")
     ap.add_argument("--max-model-len", type=int, default=None, help="vLLM context length (default: the model's)")
-    ap.add_argument("--sandbox-slots", type=int, default=2, help="sandbox pool size for code/terminal verifiers")
+    ap.add_argument("--sandbox-slots", type=int, default=8,
+                    help="sandbox pool size: terminal tool rollouts run in waves of this size (8 shells are cheap)")
     a = ap.parse_args(argv)
     try:
         m = manifest.verify(a.inp)
