@@ -124,6 +124,9 @@ def load_step(step_dir: Path, model, optimizer, scheduler, restore_rng: bool = T
     state = dist_checkpointing.load(req, str(step_dir))
     m.load_state_dict(state["model"], strict=False)
     optimizer.load_state_dict(state["optimizer"])
+    from model.train import fuse_cpu_adam
+
+    fuse_cpu_adam(optimizer)  # saved param groups carry their own `fused` flag (False in older checkpoints)
     scheduler.load_state_dict(state["scheduler"])
     if restore_rng:
         from megatron.core import tensor_parallel
