@@ -164,6 +164,7 @@ class Trainer:
         self.scheduler = Scheduler(self.rows, self.cfg.sched, seed=tr["seed"], data_seed=int(self.data_m.get("seed", 0)))
         if common is not None:
             self.start_eval = common.get("start_eval")
+            self.start_records = common.get("start_records")
             self.scheduler.load_state_dict(common["sched"])
             random.setstate(_tuple_state(common["py_rng"]))
             np.random.set_state(tuple(common["np_rng"]))
@@ -264,6 +265,11 @@ class Trainer:
         per = len(samples) // k
         # minibatch j is "global step 0" of its own sample list: microbatches() splits it over DP ranks
         minis = [train.microbatches(lambda i, j=j: samples[j * per + i], 0, par) for j in range(k)]
+        untrimmed = sum(b["tokens"].numel() for mbs in minis for b in mbs)
+        if par.pp == 1:  # no stage-to-stage shapes to keep: each micro batch only as long as its trained part
+            from rl.objective import trim_microbatch
+
+            minis = [[trim_microbatch(b) for b in mbs] for mbs in minis]
         for mbs in minis:
             if self.ref is not None:
                 for b, lp in zip(mbs, policy.logprobs(self.ref, mbs, seq, self.cfg.rollout.temperature) or []):
@@ -281,6 +287,8 @@ class Trainer:
         out["update_s"] = sum(m["update_s"] for m in ms)
         out["action_tokens"] = sum(m["action_tokens"] for m in ms)
         out["lr"] = ms[-1]["lr"]
+        out["positions"] = sum(b["tokens"].numel() for mbs in minis for b in mbs)  # this rank's, as trained
+        out["positions_untrimmed"] = untrimmed  # padded to the step's longest trajectory
         return out
 
     # ---- the run ----------------------------------------------------------------------------------------
@@ -318,7 +326,7 @@ class Trainer:
         if self.start:  # the engine started from the parent: give it the resumed policy
             self._sync()
         if self.cfg.eval.at_start and not self.start and self.rank0:
-            self.start_eval = self.evaluate()
+            self.start_eval, self.start_records = self.evaluate()
             self.log("eval step 0 | " + _eval_line(self.start_eval))
         t_start = time.perf_counter()
         for step in range(self.start, total):
@@ -348,7 +356,7 @@ class Trainer:
         m.update(step=step + 1, step_s=time.perf_counter() - t0, sched_levels=_levels(self.scheduler))
         eval_table, ev = None, self.cfg.eval.every
         if ev and (step + 1) % ev == 0 and step + 1 < total:
-            eval_table = self.evaluate()
+            eval_table = self.evaluate()[0]
             m["eval"] = eval_table
         with open(self.metrics_path, "a") as f:
             f.write(json.dumps(m, sort_keys=True, default=float) + "\n")
@@ -368,24 +376,28 @@ class Trainer:
         from model import checkpoint, parallel
 
         common = [{"step": step, "sched": self.scheduler.state_dict(), "py_rng": random.getstate(),
-                   "np_rng": np.random.get_state(), "start_eval": getattr(self, "start_eval", None)} if self.rank0 else None]
+                   "np_rng": np.random.get_state(), "start_eval": getattr(self, "start_eval", None),
+                   "start_records": getattr(self, "start_records", None)} if self.rank0 else None]
         if parallel.world_size() > 1:
             torch.distributed.broadcast_object_list(common, src=0)
         checkpoint.save_step(self.run_dir, step, self.ddp, self.opt, self.sched, common[0])
         checkpoint.prune_steps(self.run_dir, self.rc.train["keep_steps"])
 
-    def evaluate(self) -> dict:
+    def evaluate(self) -> tuple[dict, list[dict]]:
+        """(table, per-item records) of the engine's weights; every call sees the same items and seeds."""
         from rl import evaluate
 
-        items = evaluate.eval_items(self.a.data, self.cfg.eval.per_domain, self.cfg.eval.splits, self.cfg.sched.families)
-        return evaluate.evaluate(self.engine, self.renderer, items, self.pool, self.cfg.reward, self.cfg.eval.max_tokens,
-                                 self.cfg.rollout)
+        e = self.cfg.eval
+        items = evaluate.eval_items(self.a.data, e.per_domain, e.splits, e.families or self.cfg.sched.families)
+        recs = evaluate.run(self.engine, self.renderer, items, self.pool, self.cfg.reward, e.max_tokens,
+                            self.cfg.rollout, samples=e.samples, temperature=e.temperature, seed=e.seed)
+        return evaluate.summarize(recs), recs
 
     def publish(self) -> int:
         from model import checkpoint, hf_io, manifest as mf, parallel, recipe, results
         from rl import sync
 
-        table = self.evaluate() if self.rank0 else None
+        table, recs = self.evaluate() if self.rank0 else (None, None)
         name = [str(mf.staging_dir(self.a.out)) if self.rank0 else None]
         torch.distributed.broadcast_object_list(name, src=0)
         tmp = Path(name[0])
@@ -402,10 +414,19 @@ class Trainer:
         hf_io.copy_tokenizer(self.a.inp / "tokenizer", tmp / "hf")
         last = _last_metrics(self.metrics_path)
         start_eval = getattr(self, "start_eval", None)
+        start_recs = getattr(self, "start_records", None)
+        from rl import evaluate
+
+        delta = evaluate.paired_delta(start_recs, recs) if start_recs else None
+        if delta:
+            self.log("eval delta vs step 0 | " + _delta_line(delta))
         metrics = {"steps": self.rc.train["steps"], "resumed_at": self.start, "eval": table,
                    "heldout_pass_rate": (table.get("all", {}).get("heldout") or {}).get("pass_rate"),
                    "eval_at_start": start_eval,
                    "heldout_pass_rate_at_start": ((start_eval or {}).get("all", {}).get("heldout") or {}).get("pass_rate"),
+                   "heldout_delta": ((delta or {}).get("all") or {}).get("heldout"),
+                   "eval_protocol": {k: getattr(self.cfg.eval, k) for k in ("samples", "temperature", "seed",
+                                                                            "per_domain", "splits", "families")},
                    "last_step": last}
         data = {"data": {"path": str(self.a.data), "manifest_sha256": mf.sha256_file(self.a.data / "manifest.json")},
                 "rl_config": self.cfg.to_dict(), "scheduler": self.scheduler.summary()}
@@ -414,6 +435,9 @@ class Trainer:
         mf.publish(tmp, self.a.out)
         results.write(self.a.results / "eval.json", "rl.eval", {"per_family": table, "steps": self.rc.train["steps"],
                                                                 "per_family_at_start": start_eval,
+                                                                "paired_delta": delta,
+                                                                "protocol": metrics["eval_protocol"],
+                                                                "items": recs, "items_at_start": start_recs,
                                                                 "recipe": self.rc.cfg.get("recipe")},
                       measured=self.a.out)
         shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -438,8 +462,22 @@ def _eval_line(table: dict) -> str:
         g = (table.get("all") or {}).get(split)
         if g:
             pr = g["pass_rate"]
-            parts.append(f"{split} pass {pr:.4f} ({g['tasks']} tasks, {g['infra_errors']} infra)" if pr is not None
+            parts.append(f"{split} pass {pr:.4f} [{g['ci95'][0]:.4f}, {g['ci95'][1]:.4f}] ({g['passed']}/"
+                         f"{g['samples']} samples of {g['tasks']} tasks, {g['infra_errors']} infra)" if pr is not None
                          else f"{split} n/a")
+    fams = [f"{f} {c['heldout']['pass_rate']:.3f}" for f, c in sorted(table.items())
+            if f != "all" and (c.get("heldout") or {}).get("pass_rate")]
+    return " | ".join(parts + (["heldout by family: " + ", ".join(fams)] if fams else []))
+
+
+def _delta_line(delta: dict) -> str:
+    parts = []
+    for fam, cells in sorted(delta.items(), key=lambda x: x[0] != "all"):
+        for split, d in sorted(cells.items()):
+            parts.append(f"{fam}/{split} {d['delta']:+.4f} [{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}] by tasks, "
+                         f"[{d['ci95_domains'][0]:+.4f}, {d['ci95_domains'][1]:+.4f}] by domains ({d['better']} better, "
+                         f"{d['worse']} worse of {d['tasks']} tasks; {d['domains_better']} better, "
+                         f"{d['domains_worse']} worse of {d['domains']} domains)")
     return " | ".join(parts)
 
 

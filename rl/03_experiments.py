@@ -8,9 +8,13 @@
         --out results/rl/experiments/scheduler.json --seeds 0,1
     # micro (minutes): add --recipe micro_cpu; cluster: --recipe qwen3_30b_a3b_h200x8 --launch "torchrun --nproc-per-node 8"
 
-Each arm is one rl/02_train.py run (own checkpoint under --work, own metrics.jsonl) with the same recipe and
-train.steps; only the arm's setting and the seed change. The held-out pass rate at the end (and of the parent
-before training, eval.at_start) and the training curve summary go into --out (model/results.py schema).
+Each arm is one rl/02_train.py run with the same recipe and train.steps; only the arm's setting and the seed
+change. Layout (arm names: k<K>_s<S> for domain scaling, <uniform|pass_rate>_s<S> for the scheduler):
+    <out>                       summary (model/results.py schema): per arm the held-out pass rate at the end, the
+                                parent's under the same protocol (eval.at_start), the paired delta, curve summary
+    <out without .json>/<arm>/  the arm's metrics.jsonl and eval.json (what the notebooks plot)
+    <--work>/<arm>/             the arm's checkpoint (default: checkpoints/rl_experiments/<experiment>/, never
+                                under results/, so a results snapshot holds no weights)
 A finished arm (its manifest exists) is not rerun, so an interrupted experiment resumes arm by arm.
 """
 from __future__ import annotations
@@ -49,12 +53,18 @@ def arms(a) -> list[tuple[str, list[str]]]:
     return out
 
 
+def arm_paths(out: Path, work: Path, name: str) -> tuple[Path, Path]:
+    """(checkpoint dir, results dir) of one arm: weights under work/, metrics and eval next to the summary."""
+    return work / name, out.with_suffix("") / name
+
+
 def summarize(run_dir: Path, ckpt: Path) -> dict:
     m = manifest.verify(ckpt, stage="rl")
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     half = lines[len(lines) // 2:]
     return {"heldout_pass_rate": m["metrics"].get("heldout_pass_rate"),
             "heldout_pass_rate_at_start": m["metrics"].get("heldout_pass_rate_at_start"),
+            "heldout_delta": m["metrics"].get("heldout_delta"),  # paired vs the parent, with intervals
             "eval": m["metrics"].get("eval"), "domains": len(m["scheduler"]),
             "train_reward_second_half": sum(x["reward"] for x in half) / max(len(half), 1),
             "train_pass_rate_second_half": sum(x["pass_rate"] for x in half) / max(len(half), 1),
@@ -68,7 +78,8 @@ def main(argv=None) -> int:
     ap.add_argument("--in", dest="inp", type=Path, required=True, help="parent checkpoint (checkpoints/sft)")
     ap.add_argument("--data", type=Path, required=True, help="domains export (data/domains)")
     ap.add_argument("--out", type=Path, required=True, help="results JSON (results/rl/experiments/<name>.json)")
-    ap.add_argument("--work", type=Path, default=None, help="arm checkpoints and logs (default: <out>.runs/)")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="arm checkpoints (default: checkpoints/rl_experiments/<experiment>/)")
     ap.add_argument("--recipe", default="tiny_cpu", help="rl/recipes/<name>.yaml for every arm")
     ap.add_argument("--ks", default="1,4,16,64,all", help="domain counts for domain_scaling")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (each arm runs once per seed)")
@@ -82,12 +93,13 @@ def main(argv=None) -> int:
     except (ConfigError, manifest.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    work = a.work or a.out.with_name(a.out.stem + ".runs")
-    work.mkdir(parents=True, exist_ok=True)
+    work = a.work or ROOT / "checkpoints" / "rl_experiments" / a.experiment
     rows, t0 = {}, time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for name, sets in todo:
-        ckpt, run_dir = work / name / "ckpt", work / name
+        ckpt, run_dir = arm_paths(a.out, work, name)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
         if not (ckpt / "manifest.json").exists():
             cmd = shlex.split(a.launch) + [str(ROOT / "rl" / "02_train.py"), "--in", str(a.inp), "--data",
                                            str(a.data), "--out", str(ckpt), "--results", str(run_dir), "--recipe",

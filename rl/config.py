@@ -68,8 +68,12 @@ class EvalConfig:
     every: int = 0  # held-out evaluation interval in steps (0 = only at the end)
     at_start: bool = False  # also evaluate the parent's weights before step 1 (the same protocol: a baseline)
     per_domain: int = 2  # eval tasks per domain (eval split)
-    max_tokens: int = 96  # tokens per assistant turn (greedy)
+    max_tokens: int = 96  # tokens per assistant turn
     splits: list = field(default_factory=lambda: ["train", "heldout"])  # which eval splits to run
+    families: list = field(default_factory=list)  # eval only these families ([] = sched.families, i.e. all)
+    samples: int = 0  # completions per task: 0 = greedy (one each); n = sampled at `temperature` (pass@1 of n)
+    temperature: float = 1.0  # sampling temperature of the sampled protocol (unused when greedy)
+    seed: int = 0  # sampling seed: every evaluation of a run uses the same items and seeds
 
 
 SECTIONS = {"rollout": RolloutConfig, "algo": AlgoConfig, "reward": RewardConfig, "sched": SchedConfig,
@@ -129,6 +133,10 @@ class RLConfig:
             raise ConfigError(f"sched.mode={s.mode!r}: use pass_rate or uniform")
         if not 0 <= s.demote_at < s.promote_at <= 1:
             raise ConfigError(f"need 0 <= sched.demote_at={s.demote_at} < sched.promote_at={s.promote_at} <= 1")
+        e = self.eval
+        if e.samples < 0 or (e.samples and e.temperature <= 0):
+            raise ConfigError(f"eval.samples={e.samples} must be >= 0 (0 = greedy) and eval.temperature="
+                              f"{e.temperature} > 0 when sampling")
         if s.window < s.min_samples:
             raise ConfigError(f"sched.window={s.window} < sched.min_samples={s.min_samples}: the window could "
                               "never hold enough outcomes to move the curriculum")

@@ -44,6 +44,21 @@ def batch_length(rollouts, seq_length: int, multiple: int = 64) -> int:
     return max(1, min(seq_length, -(-longest // multiple) * multiple))
 
 
+def trim_microbatch(mb: dict, multiple: int = 16) -> dict:
+    """Cut a stacked micro batch after its last trained position (rounded up to `multiple`).
+
+    Exact for the policy loss: attention is causal, so no kept position sees a cut one, and every cut position
+    has loss_mask 0 (padding, or observation tokens after the last sampled turn). Only the MoE load-balancing
+    loss changes: it no longer counts those untrained tokens. A group of similar-length rollouts then costs its
+    own length instead of the step's longest (math ~50 tokens beside retrieval ~150); a zero-weight filler
+    costs `multiple` positions."""
+    seq = mb["loss_mask"].shape[1]
+    used = mb["loss_mask"].sum(0).nonzero()
+    keep = int(used[-1]) + 1 if len(used) else 1
+    keep = min(seq, -(-keep // multiple) * multiple)
+    return {k: (v[:, :keep].contiguous() if v.dim() == 2 and v.shape[1] == seq else v) for k, v in mb.items()}
+
+
 def build_samples(rollouts, advantages, seq_length: int, pad_id: int) -> list[dict]:
     """One trainer sample per rollout: next-token labels, the action mask and per-token tensors, padded.
 

@@ -49,6 +49,8 @@ def _serve(conn, hf_dir: str, kw: dict) -> None:
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
     conn.send(("ready", {"stop_ids": eng.stop_ids, "max_model_len": eng.max_model_len}))
+    sc = eng.llm.llm_engine.vllm_config.scheduler_config
+    limits = (sc.max_num_batched_tokens, sc.max_num_seqs)
     from vllm import SamplingParams, TokensPrompt
 
     while True:
@@ -66,8 +68,10 @@ def _serve(conn, hf_dir: str, kw: dict) -> None:
                                          logprobs=0, skip_special_tokens=False)
                           for i, p in enumerate(prompts)]
                 res = []
-                outs = eng.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False) \
-                    if prompts else []
+                outs = []
+                for a, b in _waves(prompts, n, seed, limits):
+                    outs += eng.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts[a:b]], params[a:b],
+                                             use_tqdm=False)
                 for o in outs:
                     res.append([(list(c.token_ids), [lp[t].logprob for lp, t in zip(c.logprobs or [], c.token_ids)],
                                  c.finish_reason or "length") for c in o.outputs])
@@ -92,6 +96,25 @@ def _serve(conn, hf_dir: str, kw: dict) -> None:
                 conn.send(("error", f"unknown command {cmd!r}"))
         except Exception as e:  # noqa: BLE001 - the parent decides; the engine stays up
             conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+def _waves(prompts: list[list[int]], n: int, seed, limits: tuple[int, int]) -> list[tuple[int, int]]:
+    """[a, b) slices of the prompts, one engine call each. Seeded sampling on the CPU cannot survive a chunked
+    prefill (vLLM rewinds the request's generator offset, which CPU generators do not have: "CPU Generator does
+    not use offset"), and a request is chunked when it is admitted while the step's token budget is used up.
+    So seeded calls go in waves whose every request is admitted in the first step: prompt tokens within
+    max_num_batched_tokens and requests (x n) within max_num_seqs. Unseeded calls run whole."""
+    if seed is None or not prompts:
+        return [(0, len(prompts))] if prompts else []
+    budget, seqs = limits
+    out, a, tok = [], 0, 0
+    for i, p in enumerate(prompts):
+        if i > a and (tok + n * len(p) > budget or (i - a + 1) * n > seqs):
+            out.append((a, i))
+            a, tok = i, 0
+        tok += n * len(p)
+    out.append((a, len(prompts)))
+    return out
 
 
 class EngineError(RuntimeError):

@@ -11,12 +11,12 @@ $(CKPT)/rl/manifest.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.jso
 rl-scaling: $(RESULTS)/rl/experiments/domain_scaling.json ## RL on k in RL_KS training domains, equal steps, held-out pass rate
 $(RESULTS)/rl/experiments/domain_scaling.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
 	$(PY) rl/03_experiments.py domain_scaling --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
-		--ks $(RL_KS) --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
+		--work $(CKPT)/rl_experiments/domain_scaling --ks $(RL_KS) --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
 
 rl-sched-ablation: $(RESULTS)/rl/experiments/scheduler.json ## uniform vs pass-rate-aware task scheduler at equal steps
 $(RESULTS)/rl/experiments/scheduler.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
 	$(PY) rl/03_experiments.py scheduler --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
-		--seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
+		--work $(CKPT)/rl_experiments/scheduler --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
 
 rl-experiments: rl-scaling rl-sched-ablation ## both RL experiments -> results/rl/experiments/
 

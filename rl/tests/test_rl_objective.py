@@ -60,3 +60,16 @@ def test_truncated_importance_weight_and_mismatch():
 def test_kl_to_reference_pulls_back():
     _, g, st = _loss([0.5], [0.5], [0.0], ref_lp=torch.tensor([0.0], dtype=torch.float64), kl_coef=1.0)
     assert st["kl_sum"].item() > 0 and g.item() > 0  # gradient descent lowers logp toward the reference
+
+
+def test_micro_batch_is_cut_after_its_last_trained_position():
+    from rl.objective import trim_microbatch
+
+    mask = torch.zeros(2, 64)
+    mask[0, 5:10] = 1
+    mask[1, 20] = 1  # the latest trained position of the micro batch
+    mb = {"tokens": torch.arange(128).view(2, 64), "loss_mask": mask, "advantages": torch.ones(2, 64)}
+    out = trim_microbatch(mb, multiple=16)
+    assert out["tokens"].shape == (2, 32) and torch.equal(out["tokens"], mb["tokens"][:, :32])
+    assert out["loss_mask"].sum() == mask.sum()  # nothing trained is lost
+    assert trim_microbatch({"loss_mask": torch.zeros(4, 64)}, 16)["loss_mask"].shape == (4, 16)  # filler

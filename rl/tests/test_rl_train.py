@@ -13,7 +13,8 @@ import pytest
 from model import manifest
 from rl.tests.conftest import ROOT, env, run
 
-SETS = ["train.steps=3", "train.save_every=1", "sched.families=[toy]", "reward.timeout_s=1", "train.seq_length=256"]
+SETS = ["train.steps=3", "train.save_every=1", "sched.families=[toy]", "reward.timeout_s=1", "train.seq_length=256",
+        "eval.at_start=true", "eval.samples=2"]
 KEYS = ("reward", "pass_rate", "zero_var_frac", "mismatch_abs", "rollout_s", "reward_s", "update_s", "sync_s",
         "per_family", "infra_errors", "groups_used", "loss", "grad_norm", "tool_retries", "tool_infra_failed",
         "rollouts_cut")
@@ -50,6 +51,18 @@ def test_run_logs_every_step_and_publishes(full, chain):
     man = manifest.verify(out, stage="rl")
     assert man["parent"]["path"] == str(chain / "policy")
     assert (out / "hf" / "model.safetensors").exists() and (out / "mcore").is_dir()
+
+
+@pytest.mark.slow
+def test_sampled_eval_before_and_after_uses_the_same_items(full):
+    out, stdout = full
+    ev = json.loads((out.parent / (out.name + ".results") / "eval.json").read_text())
+    items, start = ev["items"], ev["items_at_start"]
+    assert [(r["item"], r["domain"]) for r in items] == [(r["item"], r["domain"]) for r in start]
+    assert all(r["samples"] == 2 for r in items + start)  # eval.samples=2 completions per task
+    d = ev["paired_delta"]["all"]["heldout"]
+    assert d["tasks"] <= len(items) and d["ci95"][0] <= d["delta"] <= d["ci95"][1]
+    assert "eval delta vs step 0 | all/heldout" in stdout
 
 
 @pytest.mark.slow

@@ -1,0 +1,33 @@
+"""rl/03_experiments.py: arm names and where each arm's files go (weights never under results/)."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("rl_experiments", ROOT / "rl" / "03_experiments.py")
+exp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(exp)
+
+
+def _args(experiment, ks="1,4,all", seeds="0,1"):
+    return argparse.Namespace(experiment=experiment, ks=ks, seeds=seeds)
+
+
+def test_arm_names_are_the_ones_the_notebooks_read():
+    scaling = [n for n, _ in exp.arms(_args("domain_scaling"))]
+    sched = [n for n, _ in exp.arms(_args("scheduler"))]
+    assert scaling == ["k1_s0", "k4_s0", "kall_s0", "k1_s1", "k4_s1", "kall_s1"]
+    assert all(re.fullmatch(r"k(\d+|all)_s(\d+)", n) for n in scaling)  # notebooks/05_rl_domain_scaling.py
+    assert sched == ["uniform_s0", "pass_rate_s0", "uniform_s1", "pass_rate_s1"]
+    assert all(re.fullmatch(r"(.+)_s(\d+)", n) for n in sched)  # notebooks/06_rl_curves.py
+
+
+def test_arm_weights_go_to_work_and_metrics_next_to_the_summary(tmp_path):
+    out = tmp_path / "results" / "rl" / "experiments" / "domain_scaling.json"
+    ckpt, run = exp.arm_paths(out, tmp_path / "ck" / "rl_experiments" / "domain_scaling", "k4_s0")
+    assert run == tmp_path / "results" / "rl" / "experiments" / "domain_scaling" / "k4_s0"
+    assert ckpt == tmp_path / "ck" / "rl_experiments" / "domain_scaling" / "k4_s0"
+    assert (tmp_path / "results") not in ckpt.parents
