@@ -2,8 +2,9 @@
 # # RL training curves: pass rate per family, zero-variance groups, scheduler ablation
 # Reads `results/rl/metrics.jsonl` (one line per step from `rl/02_train.py`: `step`, `pass_rate`,
 # `per_family[f].pass_rate`, `zero_var_frac` = fraction of sampled groups whose rewards were all equal,
-# i.e. no gradient) and, for the ablation, `results/rl/experiments/scheduler_<name>_seed<S>/metrics.jsonl`
-# (uniform sampling vs the pass-rate-aware scheduler at equal steps). Curves are moving averages.
+# i.e. no gradient) and, for the ablation, `results/rl/experiments/scheduler/<mode>_s<S>/metrics.jsonl`
+# (`rl/03_experiments.py scheduler`, `make rl-sched-ablation`: uniform sampling vs the pass-rate-aware
+# scheduler at equal steps). Curves are moving averages.
 
 # %%
 import re
@@ -56,8 +57,8 @@ else:
 
 # %%
 runs = defaultdict(list)
-for q in find_all("rl/experiments/scheduler_*_seed*/metrics.jsonl"):
-    m = re.fullmatch(r"scheduler_(.+)_seed(\d+)", q.parent.name)
+for q in find_all("rl/experiments/scheduler/*_s*/metrics.jsonl"):  # rl/03_experiments.py scheduler: <mode>_s<S>/
+    m = re.fullmatch(r"(.+)_s(\d+)", q.parent.name)
     if m:
         runs[m.group(1)].append(load_jsonl(q))
 if runs:
@@ -73,6 +74,6 @@ if runs:
     ax.set_ylabel("rollout pass rate (%, moving avg of 5 steps)")
     ax.set_title("Scheduler ablation: uniform vs pass-rate-aware sampling (equal steps)")
     ax.legend(fontsize=8, title="task scheduler")
-    save(fig, "rl_scheduler_ablation", ["results/rl/experiments/scheduler_*"])
+    save(fig, "rl_scheduler_ablation", ["results/rl/experiments/scheduler/<mode>_s<seed>/metrics.jsonl"])
 else:
     print("no figure: rl_scheduler_ablation")

@@ -125,11 +125,13 @@ def test_documented_layouts_draw_every_figure(tmp_path):
     step = lambda s, pr: {"step": s, "pass_rate": pr, "zero_var_frac": 0.5 - pr / 4,  # noqa: E731
                           "per_family": {"math": {"pass_rate": pr}, "agent": {"pass_rate": None}}}
     w("rl/metrics.jsonl", "".join(json.dumps(step(s, s / 40)) + "\n" for s in range(1, 21)))
-    for k in ("1", "4", "all"):
-        for seed in (0, 1):
-            w(f"rl/experiments/domains_k{k}_seed{seed}/eval.json", _eval_quick(0.2 + 0.01 * seed + 0.001 * len(k)))
-    for name in ("uniform", "adaptive"):
-        w(f"rl/experiments/scheduler_{name}_seed0/metrics.jsonl",
+    # rl/03_experiments.py: a summary per experiment, each arm's files in <summary without .json>/<arm>/
+    w("rl/experiments/domain_scaling.json", {"schema": {"name": "rl.experiment.domain_scaling", "version": 1},
+        "recipe": "tiny_cpu", "arms": {f"k{k}_s{seed}": {"heldout_pass_rate": 0.2 + 0.01 * seed + 0.001 * len(k),
+                                                         "heldout_pass_rate_at_start": 0.15}
+                                       for k in ("1", "4", "all") for seed in (0, 1)}})
+    for name in ("uniform", "pass_rate"):
+        w(f"rl/experiments/scheduler/{name}_s0/metrics.jsonl",
           "".join(json.dumps(step(s, s / 50)) + "\n" for s in range(1, 11)))
     w("eval/longctx_base.json", _longctx(None, {256: 100.0, 512: 90.0, 1024: 40.0}))
     pl = lambda sc: {str(n): {"score": s, "tail_nll": 3.0 + i} for i, (n, s) in enumerate(sc.items())}  # noqa: E731
@@ -147,6 +149,29 @@ def test_documented_layouts_draw_every_figure(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert {p.stem for p in (tmp_path / "figs").glob("*.png")} == ALL_FIGURES, r.stdout[-3000:]
 
+
+
+def _rl_sampled(before: int, after: int) -> dict:
+    cell = lambda k: {"tasks": 10, "samples": 160, "passed": k, "infra_errors": 0, "pass_rate": k / 160,  # noqa: E731
+                      "ci95": [0.0, min(1.0, 3 * k / 160 + 0.05)]}
+    fam = lambda k: {f: {"heldout": cell(k)} for f in ("math", "all")}  # noqa: E731
+    return {"schema": {"name": "rl.eval", "version": 1}, "steps": 12,
+            "protocol": {"samples": 16, "temperature": 1.0, "splits": ["heldout"], "per_domain": 5},
+            "per_family_at_start": fam(before), "per_family": fam(after),
+            "paired_delta": {"all": {"heldout": {"delta": (after - before) / 160, "ci95": [0.01, 0.05], "tasks": 10}}}}
+
+
+def test_sampled_rl_eval_gets_its_own_panel(tmp_path):
+    """An RL eval with a sampled protocol is drawn against its own step-0 (SFT) numbers, not beside greedy bars."""
+    res = tmp_path / "results"
+    for st, doc in (("sft", _eval_quick(0.3)), ("rl", _rl_sampled(4, 12))):
+        (res / st).mkdir(parents=True)
+        (res / st / "eval.json").write_text(json.dumps(doc))
+    r = figures(res, tmp_path / "figs", "01_pass_rate")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    text = notebook_text(tmp_path / "figs", "01_pass_rate")
+    assert "greedy stages: ['sft'] | sampled RL eval: True" in text
+    assert (tmp_path / "figs" / "pass_rate_by_family.png").exists()
 
 # --- results/reference snapshots -------------------------------------------------------------------------
 
