@@ -49,10 +49,7 @@ test: setup ## run the test suite (what CI runs)
 test-fast: setup ## the suite without tests marked slow
 	$(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS)
 
-DEMO_EVAL ?= sft rl fast## checkpoints `make demo` runs the full eval on (the base gets the quick eval; `make eval` does all)
-demo: setup base sft eval-sft rl fast ## the main job on the tiny default: base -> SFT -> RL -> fast variant -> eval -> figures
-	$(MAKE) --no-print-directory eval EVAL_STAGES="$(DEMO_EVAL)"
-	$(MAKE) --no-print-directory figures
+demo: setup base sft eval-sft rl fast eval figures ## the main job on the tiny default: base -> SFT -> RL -> fast variant -> eval -> figures
 	@echo "demo done: checkpoints in $(CKPT)/{base,sft,rl,fast}, results in $(RESULTS)/, figures in $(FIGURES)/"
 
 # $(call per_recipe,X): the variable X_<RECIPE> if the Makefile defines one for this recipe, else empty
