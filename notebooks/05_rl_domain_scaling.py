@@ -4,8 +4,9 @@
 # `rl/03_experiments.py domain_scaling`, `make rl-scaling`): per arm `k<K>_s<S>` (K training domains or
 # `all`, equal step budget, seed S) the held-out pass rate at the end (`heldout_pass_rate`) and the parent's
 # under the same protocol before training (`heldout_pass_rate_at_start`), plus the paired change
-# (`heldout_delta`). Dots are seeds, the line their mean, the band their min-max spread; the dashed line
-# is the SFT starting point measured by the same eval (mean over arms).
+# (`heldout_delta`). Dots are seeds (bars: each run's 95% Wilson interval over held-out tasks), the line
+# their mean, the band their min-max spread; the dashed line is the SFT starting point measured by the same
+# eval (mean over arms). "all" sits at its real number of training domains.
 
 # %%
 import re
@@ -15,7 +16,7 @@ import numpy as np
 
 from notebooks.common import find, load, plt, save, skip, source
 
-runs, start = defaultdict(list), []
+runs, cis, deltas, start, n_all = defaultdict(list), defaultdict(list), defaultdict(list), [], []
 p = find("rl/experiments/domain_scaling.json")
 doc = load(p) if p else None
 for name, arm in ((doc or {}).get("arms") or {}).items():
@@ -23,35 +24,70 @@ for name, arm in ((doc or {}).get("arms") or {}).items():
     if not m or arm.get("heldout_pass_rate") is None:
         skip(f"{p}: arm {name}", "unrecognised arm (want k<K>_s<S> with heldout_pass_rate)")
         continue
-    runs[m.group(1)].append(100 * arm["heldout_pass_rate"])
+    k = m.group(1)
+    runs[k].append(100 * arm["heldout_pass_rate"])
+    ci = (((arm.get("eval") or {}).get("all") or {}).get("heldout") or {}).get("ci95")
+    cis[k].append([100 * x for x in ci] if ci else None)
+    d = arm.get("heldout_delta") or {}
+    if d.get("delta") is not None and d.get("ci95"):
+        deltas[k].append((100 * d["delta"], [100 * x for x in d["ci95"]]))
+    if k == "all" and isinstance(arm.get("domains"), int):
+        n_all.append(arm["domains"])  # how many training domains "all" was in that run
     if arm.get("heldout_pass_rate_at_start") is not None:
         start.append(100 * arm["heldout_pass_rate_at_start"])
 print({k: v for k, v in runs.items()}, "start:", start)
+print("paired change (pts):", {k: [round(x, 2) for x, _ in v] for k, v in deltas.items()})
+
 
 # %%
+def runs_with_bars(ax, pos, names, ks, vals, bars, label):
+    """Seed dots with each run's 95% interval, their mean as a line, the seed min-max as a band; log2 x axis."""
+    xs = [pos[k] for k in ks]
+    ax.fill_between(xs, [min(vals[k]) for k in ks], [max(vals[k]) for k in ks], color="#dd8452", alpha=0.2,
+                    label="seed spread (min-max)")
+    ax.plot(xs, [np.mean(vals[k]) for k in ks], "o-", color="#dd8452", label="RL, mean over seeds")
+    for k in ks:
+        for i, (y, ci) in enumerate(zip(vals[k], bars[k])):
+            x = pos[k] * (1 + 0.05 * (i - (len(vals[k]) - 1) / 2))  # seeds side by side
+            ax.scatter([x], [y], color="#dd8452", s=12, alpha=0.8)
+            if ci:
+                ax.errorbar(x, y, yerr=[[y - ci[0]], [ci[1] - y]], color="#dd8452", alpha=0.35, lw=1, capsize=2,
+                            label=label if k == ks[0] and i == 0 else None)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [names[k] for k in ks])
+    ax.minorticks_off()
+    ax.set_xlabel("number of RL training domains (log scale)")
+
+
 if runs:
     ks = sorted((k for k in runs if k != "all"), key=int)
     pos = {k: int(k) for k in ks}
-    if "all" in runs:
-        pos["all"] = 2 * max(pos.values(), default=1)
+    names = {k: k for k in ks}
+    if "all" in runs:  # at its real domain count when the arms recorded it, else one doubling past the largest k
+        big = max(pos.values(), default=1)
+        pos["all"] = max(n_all) if n_all and max(n_all) > big else 2 * big
         ks.append("all")
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    xs = [pos[k] for k in ks]
-    means = [np.mean(runs[k]) for k in ks]
-    ax.fill_between(xs, [min(runs[k]) for k in ks], [max(runs[k]) for k in ks], color="#dd8452", alpha=0.2,
-                    label="seed spread (min-max)")
-    ax.plot(xs, means, "o-", color="#dd8452", label="RL, mean over seeds")
-    for k in ks:
-        ax.scatter([pos[k]] * len(runs[k]), runs[k], color="#dd8452", s=12, alpha=0.7)
+        names["all"] = f"all ({max(n_all)})" if n_all else "all"
+    dks = [k for k in ks if deltas.get(k)]
+    fig, axes = plt.subplots(1, 2 if dks else 1, figsize=(11 if dks else 7.5, 4.6), squeeze=False)
+    ax = axes[0][0]
+    runs_with_bars(ax, pos, names, ks, runs, cis, "one run's 95% interval (Wilson, tasks)")
     if start:
         ax.axhline(np.mean(start), ls="--", color="#4c72b0", label="SFT starting point (same eval)")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, ks)
-    ax.set_xlabel("number of RL training domains (log scale)")
     ax.set_ylabel("held-out pass rate (%)")
-    ax.set_title(f"Held-out pass rate vs RL domain coverage (equal step budget, recipe {doc.get('recipe', '?')})",
-                 fontsize=10)
+    ax.set_title("Held-out pass rate after RL", fontsize=10)
     ax.legend(fontsize=8)
+    if dks:  # the paired change on the same held-out tasks: far tighter than comparing two rates
+        ax = axes[0][1]
+        runs_with_bars(ax, pos, names, dks, {k: [x for x, _ in deltas[k]] for k in dks},
+                       {k: [c for _, c in deltas[k]] for k in dks}, "one run's 95% interval (paired, tasks)")
+        ax.axhline(0, color="#333333", lw=0.8)
+        ax.set_ylabel("change vs SFT (percentage points)")
+        ax.set_title("Paired change on the same held-out tasks", fontsize=10)
+        ax.legend(fontsize=8)
+    n_seeds = max(len(v) for v in runs.values())
+    fig.suptitle(f"Held-out domains vs RL domain coverage (equal step budget, {n_seeds} seed(s), recipe "
+                 f"{doc.get('recipe', '?')})", fontsize=11)
     save(fig, "rl_domain_scaling", [source(p, doc)])
 else:
     print("no figure: rl_domain_scaling")
