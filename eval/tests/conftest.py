@@ -37,6 +37,20 @@ def tok_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def micro_ckpt(tok_dir, tmp_path_factory) -> Path:
+    """A checkpoint to evaluate end to end: the micro chain's SFT (or base), else a 2-step micro base trained here."""
+    for stage in ("sft", "base"):
+        if (CHAIN / stage / "manifest.json").exists():
+            return CHAIN / stage
+    out = tmp_path_factory.mktemp("eval_ckpt") / "base"
+    r = run([sys.executable, "pretrain_ckpt/03_pretrain.py", "--corpus", str(tok_dir.parent / "corpus"), "--tokenizer",
+             str(tok_dir), "--out", str(out), "--recipe", "micro_cpu", "--set", "model.vocab_size=1024",
+             "--set", "train.steps=2", "--set", "optim.warmup_steps=1", "--set", "train.save_every=100"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
 def tok(tok_dir):
     from eval.haystack import Tokens
 
