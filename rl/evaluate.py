@@ -87,21 +87,20 @@ def _rate(rec: dict) -> float | None:
 def summarize(records: list[dict]) -> dict:
     """{family | "all": {split: counts, pass_rate (mean over scored samples), ci95}}."""
     agg: dict[tuple[str, str], dict] = defaultdict(lambda: {"tasks": 0, "samples": 0, "passed": 0, "infra_errors": 0,
-                                                            "tool_retries": 0, "cut": 0, "_rates": []})
+                                                            "tool_retries": 0, "cut": 0, "_scored_tasks": 0})
     for rec in records:
+        scored = _rate(rec) is not None  # a task with every sample an infra error has no rate
         for key in ((rec["family"], rec["split"]), ("all", rec["split"])):
             g = agg[key]
             g["tasks"] += 1
             for k in ("samples", "passed", "infra_errors", "tool_retries", "cut"):
                 g[k] += rec[k]
-            if _rate(rec) is not None:
-                g["_rates"].append(_rate(rec))
+            g["_scored_tasks"] += scored
     table: dict[str, dict] = {}
     for (fam, split), g in sorted(agg.items()):
-        rates = g.pop("_rates")
-        scored = g["samples"] - g["infra_errors"]
-        pr = g["passed"] / scored if scored else None
-        ci = list(wilson(pr * len(rates), len(rates))) if pr is not None else None
+        n = g.pop("_scored_tasks")
+        pr = _rate(g)
+        ci = list(wilson(pr * n, n)) if pr is not None else None
         table.setdefault(fam, {})[split] = {**g, "pass_rate": pr, "ci95": ci}
     return table
 
