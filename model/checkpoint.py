@@ -57,15 +57,58 @@ def save_model_only(model, ckpt_dir: Path) -> None:
     _barrier()
 
 
-def load_model_only(model, ckpt_dir: Path) -> None:
-    from megatron.core import dist_checkpointing
+def _keys(keys: set[str]) -> str:
+    names = sorted(keys)
+    return ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
 
+
+def _load_strict(request: dict, ckpt_dir: Path) -> dict:
+    """dist_checkpointing.load that refuses any key mismatch, naming the keys.
+
+    Megatron's default (ASSUME_OK_UNEXPECTED) loads only what the model asks for: a checkpoint tensor the
+    model has no place for (an untied output layer loaded into a tied model) was dropped without a word.
+    In Megatron's terms "missing" = in the checkpoint but not requested, "unexpected" = requested but absent.
+    """
+    from megatron.core import dist_checkpointing
+    from megatron.core.dist_checkpointing.validation import StrictHandling
+
+    try:
+        state, missing, unexpected = dist_checkpointing.load(request, str(ckpt_dir), strict=StrictHandling.RETURN_ALL)
+        missing = {k for k in missing if not k.endswith("_extra_state")}
+    except ValueError as e:  # factory merges fail before any key report (e.g. a dense checkpoint into a MoE model)
+        from megatron.core.dist_checkpointing.dict_utils import nested_values
+
+        saved = set(dist_checkpointing.load_tensors_metadata(str(ckpt_dir)))
+        keys = (getattr(v, "key", None) for v in nested_values(request))
+        wanted = {k for k in keys if k and not k.endswith("_extra_state")}
+        missing, unexpected = saved - wanted, wanted - saved
+        if not (missing or unexpected):
+            raise
+    if missing or unexpected:
+        parts = ([f"this model needs {_keys(unexpected)}, absent from the checkpoint"] if unexpected else []) + \
+                ([f"the checkpoint holds {_keys(missing)}, which this model has no place for"] if missing else [])
+        raise CheckpointError(f"{ckpt_dir}: checkpoint and model disagree: {'; '.join(parts)}: load it into the "
+                              "architecture it was saved from (its stage's model_config.json)")
+    return state
+
+
+def _load_model_state(m, state: dict, ckpt_dir: Path) -> None:
+    # The one mismatch allowed: a layer's `_extra_state` (TE/fp8 metadata) that is None in this model, so it
+    # carries no weights; anything else, or an extra state that holds something, must match exactly.
+    own = m.state_dict()
+    r = m.load_state_dict(state, strict=False)
+    bad = [k for k in [*r.missing_keys, *r.unexpected_keys] if not (k.endswith("_extra_state") and own.get(k) is None)]
+    if bad:
+        raise CheckpointError(f"{ckpt_dir}: loaded state and model disagree on {_keys(set(bad))}")
+
+
+def load_model_only(model, ckpt_dir: Path) -> None:
     ckpt_dir = Path(ckpt_dir)
     if not (ckpt_dir / "metadata.json").exists():
         raise CheckpointError(f"{ckpt_dir}: not a Megatron dist checkpoint (no metadata.json); pass a stage's mcore/ dir")
     m = unwrap(model)
-    state = dist_checkpointing.load({"model": m.sharded_state_dict()}, str(ckpt_dir))
-    m.load_state_dict(state["model"], strict=False)
+    state = _load_strict({"model": m.sharded_state_dict()}, ckpt_dir)
+    _load_model_state(m, state["model"], ckpt_dir)
 
 
 def save_step(run_dir: Path, step: int, model, optimizer, scheduler, common: dict[str, Any]) -> Path:
@@ -115,14 +158,12 @@ def prune_steps(run_dir: Path, keep: int) -> None:
 
 def load_step(step_dir: Path, model, optimizer, scheduler, restore_rng: bool = True) -> dict[str, Any]:
     """Restore everything saved by save_step; returns the common dict (step, data position, ...)."""
-    from megatron.core import dist_checkpointing
-
     m = unwrap(model)
     model_sd = m.sharded_state_dict()
     req = {"model": model_sd, "optimizer": optimizer.sharded_state_dict(model_sd, is_loading=True),
            "rng_state": _rng_object(True), "scheduler": None, "common": None}
-    state = dist_checkpointing.load(req, str(step_dir))
-    m.load_state_dict(state["model"], strict=False)
+    state = _load_strict(req, Path(step_dir))
+    _load_model_state(m, state["model"], Path(step_dir))
     optimizer.load_state_dict(state["optimizer"])
     from model.train import fuse_cpu_adam
 
