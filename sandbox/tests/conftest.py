@@ -1,5 +1,11 @@
 """Shared fixtures: one pool per isolation tier for the whole test session, and a check that no
-process of any slot uid survives a test ("no process of a task outlives it")."""
+process of any slot uid survives a test ("no process of a task outlives it").
+
+Where a tier (or root, or Linux) is missing, its tests skip on a developer's machine. CI says the tiers must
+exist by setting SANDBOX_REQUIRE (`.ci/run` does): "1"/"all" = every tier of sandbox.tiers.TIERS, or a comma
+list ("bwrap,rlimit"). Then a missing tier is a failure that names the tier and its probe error, and any other
+skip of a test in sandbox/tests (a skipif, a skip inside a test) is turned into a failure too, so a green CI
+cannot hide a broken sandbox."""
 from __future__ import annotations
 
 import os
@@ -8,18 +14,69 @@ import time
 
 import pytest
 
+TIERS = ("bwrap", "unshare", "rlimit")   # strongest first (sandbox.tiers.TIERS; asserted below on Linux)
+
+
+def required_tiers() -> tuple[str, ...]:
+    v = os.environ.get("SANDBOX_REQUIRE", "").strip().lower()
+    if v in ("", "0", "no", "false"):
+        return ()
+    if v in ("1", "all", "yes", "true"):
+        return TIERS
+    tiers = tuple(t.strip() for t in v.split(",") if t.strip())
+    bad = [t for t in tiers if t not in TIERS]
+    if bad:
+        raise pytest.UsageError(f"SANDBOX_REQUIRE={v!r}: unknown tiers {bad}; use 1/all or a subset of {TIERS}")
+    return tiers
+
+
+def unavailable(why: str, tier: str | None = None):
+    """Skip, or fail where SANDBOX_REQUIRE requires this tier (tier=None: anything the sandbox needs, e.g. root)."""
+    req = required_tiers()
+    if req and (tier is None or tier in req):
+        pytest.fail(f"SANDBOX_REQUIRE={os.environ['SANDBOX_REQUIRE']}: {why}", pytrace=False)
+    pytest.skip(why)
+
+
 if not sys.platform.startswith("linux"):
+    if required_tiers():
+        raise pytest.UsageError(f"SANDBOX_REQUIRE={os.environ['SANDBOX_REQUIRE']} but the sandbox is Linux-only "
+                                f"and this is {sys.platform}")
     pytest.skip("the sandbox is Linux-only", allow_module_level=True)
 
-from sandbox.tiers import TIERS
+from sandbox import tiers as _tiers  # noqa: E402
+
+assert _tiers.TIERS == TIERS, (_tiers.TIERS, TIERS)
 
 ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not ROOT, reason="sandbox tests need root (uid drop, cgroups, tmpfs)")
 _pools: dict = {}
 
 
+def require_root() -> None:
+    if not ROOT:
+        unavailable(f"sandbox tests need root (uid drop, cgroups, tmpfs); euid is {os.geteuid()}")
+
+
+@pytest.fixture
+def root():
+    """For tests that make their own pool or run the CLI: root, or skip (fail under SANDBOX_REQUIRE)."""
+    require_root()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under SANDBOX_REQUIRE no sandbox test may skip: a skip that did not come through unavailable() (a skipif
+    marker, a skip inside a test) becomes a failure with its reason."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and required_tiers() and not hasattr(rep, "wasxfail"):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"SANDBOX_REQUIRE={os.environ['SANDBOX_REQUIRE']}: this sandbox test skipped: {reason}"
+
+
 def get_pool(tier: str):
-    """A 2-slot pool of exactly this tier, created once; skips when the machine lacks the tier."""
+    """A 2-slot pool of exactly this tier, created once; skips (fails if required) when the machine lacks it."""
     from sandbox import Pool
     if tier not in _pools:
         try:
@@ -28,14 +85,13 @@ def get_pool(tier: str):
             _pools[tier] = e
     p = _pools[tier]
     if isinstance(p, Exception):
-        pytest.skip(f"tier {tier} unavailable here: {p}")
+        unavailable(f"tier {tier} unavailable here: {p}", tier)
     return p
 
 
 @pytest.fixture(params=TIERS)
 def pool(request):
-    if not ROOT:
-        pytest.skip("sandbox tests need root")
+    require_root()
     p = get_pool(request.param)
     yield p
     assert_no_slot_processes(p)
@@ -43,21 +99,24 @@ def pool(request):
 
 @pytest.fixture
 def best_pool():
-    """The strongest tier this machine offers (what Pool(tier="auto") picks)."""
-    if not ROOT:
-        pytest.skip("sandbox tests need root")
+    """The strongest tier this machine offers (what Pool(tier="auto") picks); under SANDBOX_REQUIRE a required
+    tier that is missing fails it instead of falling back to a weaker one."""
+    require_root()
+    req = required_tiers()
     for tier in TIERS:
-        get = _pools.get(tier)
-        if get is None:
+        got = _pools.get(tier)
+        if got is None:
             try:
-                get = get_pool(tier)
+                got = get_pool(tier)   # fails here if this tier is required and missing
             except pytest.skip.Exception:
                 continue
-        if not isinstance(get, Exception):
-            yield get
-            assert_no_slot_processes(get)
+        if not isinstance(got, Exception):
+            yield got
+            assert_no_slot_processes(got)
             return
-    pytest.skip("no tier works")
+        if tier in req:
+            unavailable(f"tier {tier} unavailable here: {got}", tier)
+    unavailable("no tier works")
 
 
 def slot_processes(pool) -> list[tuple[int, str]]:

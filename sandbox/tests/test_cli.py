@@ -16,7 +16,7 @@ def cli(*args, stdin=None):
                           input=stdin, timeout=120)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.usefixtures("root")
 def test_cli_run_prints_result_json():
     p = cli("run", "--wall-s", "5", "--file", "a.py=print(6*7)", "--collect", "a.py", "--", "python3", "a.py")
     assert p.returncode == 0, p.stderr
@@ -25,7 +25,7 @@ def test_cli_run_prints_result_json():
     assert r["tier"] in ("bwrap", "unshare", "rlimit")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.usefixtures("root")
 def test_cli_task_failure_is_in_json_not_in_our_exit_code():
     p = cli("run", "--script", "exit 5")
     assert p.returncode == 0 and json.loads(p.stdout)["exit_code"] == 5

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import collections
-import os
 import time
 
 import pytest
@@ -25,7 +24,7 @@ def _load(n: int, concurrency: int):
     return rs, ids, infra, wrong
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.usefixtures("root")
 def test_400_tiny_tasks_at_concurrency_8_all_return_once():
     rs, ids, infra, wrong = _load(400, 8)
     assert len(rs) == 400 and set(ids) == {str(i) for i in range(400)} and max(ids.values()) == 1
@@ -33,7 +32,7 @@ def test_400_tiny_tasks_at_concurrency_8_all_return_once():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.usefixtures("root")
 def test_10000_tiny_tasks_at_concurrency_8_all_return_once():
     rs, ids, infra, wrong = _load(10_000, 8)
     assert len(rs) == 10_000 and set(ids) == {str(i) for i in range(10_000)} and max(ids.values()) == 1

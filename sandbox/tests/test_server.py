@@ -15,6 +15,7 @@ import pytest
 
 from sandbox import Client, Limits, Task
 from sandbox.client import SandboxClientError
+from sandbox.tests.conftest import require_root
 
 TOKEN = "t0ken-for-tests-0123456789abcdef"
 
@@ -23,8 +24,7 @@ TOKEN = "t0ken-for-tests-0123456789abcdef"
 def server():
     from sandbox import Pool
     from sandbox.server import serve
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
+    require_root()
     pool = Pool(slots=2)
     srv = serve(pool, "127.0.0.1", 0, TOKEN)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
@@ -162,8 +162,7 @@ def test_2000_tasks_from_8_concurrent_clients_all_come_back(server):
 
 
 def test_cli_serve_binds_loopback_by_default_and_needs_token(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
+    require_root()
     env = dict(os.environ, SANDBOX_TOKEN=TOKEN)
     p = subprocess.Popen([sys.executable, "-m", "sandbox", "serve", "--port", "0", "--slots", "1",
                           "--audit-log", str(tmp_path / "a.jsonl")], stderr=subprocess.PIPE, text=True, env=env,
