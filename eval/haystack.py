@@ -2,7 +2,7 @@
 
     tok = Tokens.load("checkpoints/sft/hf")            # any dir with tokenizer.json (or an HF tokenizer)
     pools = Pools.get(tok)                              # cached per tokenizer: essay/noise sentences, words, facts
-    units = fill(rng, pools.essay, budget=10_000)       # ids into pools.essay whose token counts sum to ~budget
+    units = fill(rng, pools.essay, budget=10_000)       # ids into pools.essay whose token counts sum to budget
 
 Why this is exact: every unit starts with whitespace and ends with punctuation (or is a space-led word),
 so byte-level BPE pre-tokenisation (GPT-2/Llama-3/Qwen style regex) splits at every unit boundary and the
@@ -38,7 +38,9 @@ class Tokens:
             from tokenizers import Tokenizer
 
             t = Tokenizer.from_file(str(f))
-            return cls(lambda texts: [len(e.ids) for e in t.encode_batch(texts, add_special_tokens=False)],
+            # encode_batch_fast: the same ids without offset tracking, ~2.4x faster (1M tokens: 0.75 s vs 1.8 s here)
+            enc = getattr(t, "encode_batch_fast", t.encode_batch)
+            return cls(lambda texts: [len(e.ids) for e in enc(texts, add_special_tokens=False)],
                        hashlib.sha256(f.read_bytes()).hexdigest())
         if not p.exists():
             raise FileNotFoundError(f"tokenizer {p} not found: pass --tokenizer DIR (a directory with tokenizer.json)")
@@ -172,10 +174,21 @@ class Pools:
         return (real - sum(self.essay.counts[i] for i in idx)) / (n - 1)
 
 
-def fill(rng: random.Random, pool: Pool, budget: int, pad: Pool | None = None) -> list[int]:
-    """Unit ids whose counts sum to `budget`; ids >= len(pool.texts) index `pad` (short units for the exact tail).
+def reachable(left: int, counts) -> list[bool]:
+    """reach[s] for s in 0..left: True when units of these token counts (each usable any number of times) sum to s."""
+    cs = sorted({c for c in counts if c > 0})
+    reach = [True] + [False] * max(0, left)
+    for s in range(1, left + 1):
+        reach[s] = any(reach[s - c] for c in cs if c <= s)
+    return reach
 
-    Without `pad`, up to pool.min_count - 1 tokens may stay unfilled when no unit fits exactly."""
+
+def fill(rng: random.Random, pool: Pool, budget: int, pad: Pool | None = None) -> list[int]:
+    """Unit ids whose counts sum to exactly `budget`; ids >= len(pool.texts) index `pad` (short units for the tail).
+
+    The tail is solved exactly (which remainders the pool's and pad's counts can make); when the remainder cannot be
+    made (e.g. 1 token and no 1-token unit), bulk units are handed back until it can. Only when even that fails (no
+    pad and a budget no combination reaches) does it fall short, by the least possible."""
     if budget <= 0:
         return []
     # bulk draw: cheap even for 1M tokens (about 60k sentences), then trim to leave room for an exact tail
@@ -185,23 +198,21 @@ def fill(rng: random.Random, pool: Pool, budget: int, pad: Pool | None = None) -
     keep = bisect.bisect_right(cum, budget - pool.max_count - pool.min_count)
     ids = ids[:keep]
     left = budget - (cum[keep - 1] if keep else 0)
-    while left > 0:
-        exact = pool.by_count.get(left)
-        if exact:
-            ids.append(rng.choice(exact))
-            left = 0
-            break
-        fits = [c for c in pool.by_count if c <= left - pool.min_count]
-        if not fits:
-            break
-        c = rng.choice(sorted(fits))
-        ids.append(rng.choice(pool.by_count[c]))
-        left -= c
-    while pad is not None and left > 0:  # short pad sentences: greedy, largest that fits (a 1-token one exists)
-        c = max((c for c in pad.by_count if c <= left), default=0)
-        if not c:
-            break
-        ids.append(len(pool.texts) + pad.by_count[c][0])
+    pad_counts = sorted(pad.by_count) if pad is not None else []
+    reach = reachable(left, [*pool.by_count, *pad_counts])
+    while not reach[left] and ids:  # hand back bulk units until the remainder can be made exactly
+        left += pool.counts[ids.pop()]
+        reach = reachable(left, [*pool.by_count, *pad_counts])
+    if not reach[left]:
+        left = max(s for s in range(left + 1) if reach[s])
+    while left > 0:  # random pool units while the rest stays makeable, then pads (largest first)
+        fits = sorted(c for c in pool.by_count if c <= left and reach[left - c])
+        if fits:
+            c = rng.choice(fits)
+            ids.append(rng.choice(pool.by_count[c]))
+        else:
+            c = max(c for c in pad_counts if c <= left and reach[left - c])
+            ids.append(len(pool.texts) + pad.by_count[c][0])
         left -= c
     return ids
 

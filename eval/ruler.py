@@ -23,7 +23,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 
 from domains import chat
-from eval.haystack import VERIFY_MAX, Pools, Tokens, fill, insert_at_depths, key_phrase, made_up_words, texts_counts
+from eval.haystack import (VERIFY_MAX, Pools, Tokens, fill, insert_at_depths, key_phrase, made_up_words, reachable,
+                            texts_counts)
 
 MIN_FILLER = 32  # filler tokens a task needs at least, so "length" means something
 
@@ -118,7 +119,7 @@ def _niah(rng, pools, length, depth, *, haystack="essay", key="word", value="num
     if haystack == "noise":  # RULER's noise haystack repeats its sentences in order
         ids, left = [], ctx.budget
         i = 0
-        while left >= pool.counts[i % len(pool.counts)]:
+        while left - pool.counts[i % len(pool.counts)] >= pool.max_count:  # fill() makes the last >= max_count exactly
             ids.append(i % len(pool.counts))
             left -= pool.counts[ids[-1]]
             i += 1
@@ -179,18 +180,19 @@ def _cwe(rng, pools, length, depth, n_common=10):
             break
         seq.append(i)
         left -= w.counts[i]
-    rare_set = set(rare)
-    while left > 0:  # exact tail from rare words (one of them may reach f_rare + 1 < f_common)
-        exact = [i for i in w.by_count.get(left, ()) if i in rare_set]
-        if exact:
-            seq.append(rng.choice(exact))
-            left = 0
+    # exact tail from distinct rare words, each gaining one occurrence (so at most f_rare + 1 < f_common); when the
+    # remainder cannot be made from rare words' counts (1 token: no word is 1 token), hand back the last ones
+    reach = reachable(left, [w.counts[i] for i in rare])
+    while not reach[left] and seq:
+        left += w.counts[seq.pop()]
+        reach = reachable(left, [w.counts[i] for i in rare])
+    start = len(seq) % len(rare)
+    for i in rare[start:] + rare[:start]:  # first the words this pass has not reached yet
+        if left == 0:
             break
-        fits = [i for i in rare if w.counts[i] <= left - w.min_count]
-        if not fits:
-            break
-        seq.append(rng.choice(fits[:64]))
-        left -= w.counts[seq[-1]]
+        if w.counts[i] <= left and reach[left - w.counts[i]]:
+            seq.append(i)
+            left -= w.counts[i]
     seq += [i for i in common for _ in range(f_common)]
     rng.shuffle(seq)
     return ctx, [w.texts[i] for i in seq], sum(w.counts[i] for i in seq), [w.texts[i].strip() for i in common], \
@@ -204,13 +206,21 @@ def _fwe(rng, pools, length, depth, alpha=2.0, vocab=200, n_top=3):
     s = ctx.budget / sum(w.counts[i] / (r + 1) ** alpha for r, i in enumerate(ranked))
     freq = [int(s / (r + 1) ** alpha) for r in range(vocab)]
     left = ctx.budget - sum(f * w.counts[i] for f, i in zip(freq, ranked))
-    tail = ranked[vocab // 2:]
-    for i in tail * 4:  # top up with tail words (each gains at most a few occurrences)
-        if left < w.min_count:
+    tail = range(vocab // 2, vocab)  # ranks of the tail words: they top up the exact remainder
+    reach = reachable(left, [w.counts[ranked[r]] for r in tail])
+    while not reach[left]:  # 1 token left (no word is 1 token): hand back an occurrence of a tail word
+        r = next((r for r in reversed(tail) if freq[r] > 0), None)
+        if r is None:
             break
-        if w.counts[i] <= left:
-            freq[ranked.index(i)] += 1
-            left -= w.counts[i]
+        freq[r] -= 1
+        left += w.counts[ranked[r]]
+        reach = reachable(left, [w.counts[ranked[r]] for r in tail])
+    while left > 0 and reach[left]:  # each pass adds at most one occurrence per tail word
+        for r in tail:
+            c = w.counts[ranked[r]]
+            if 0 < left and c <= left and reach[left - c]:
+                freq[r] += 1
+                left -= c
     if not (freq[0] > freq[1] > freq[2] > max(freq[3:])):
         raise ValueError(f"length={length} is too short for fwe: its top-{n_top} frequencies {freq[:4]} are not distinct")
     seq = [i for f, i in zip(freq, ranked) for _ in range(f)]
@@ -226,9 +236,17 @@ def _qa(rng, pools, length, depth):
                + ANSWER_FMT.format(x="<city>")
     instr = "Below are documents. Read them; a question about one of them follows."
     ctx = _Ctx(rng, pools, length, instr, question, [pools.doc_header, gold_fact])
-    gold_sents = rng.randint(2, 6)
     ess, facts, hc = pools.essay, pools.facts, pools.doc_header_count
+    # the first document's header follows the instruction's newline: "\n" + "\n\nDocument:" may tokenize as one run
+    join = ctx.tok.count(ctx.prefix + pools.doc_header) - ctx.tok.count(ctx.prefix) - hc
+    ctx.fixed += join
+    ctx.budget -= join
+    gold_sents = rng.randint(2, 6)
     gold_ids = [rng.randrange(len(ess.texts)) for _ in range(gold_sents)]
+    makeable = reachable(ctx.budget, [*ess.by_count, *pools.pad.by_count])
+    while gold_ids and not (0 <= ctx.budget - sum(ess.counts[i] for i in gold_ids) and
+                            makeable[ctx.budget - sum(ess.counts[i] for i in gold_ids)]):
+        gold_ids.pop()  # short lengths: fewer gold sentences, so that fill() can make the rest exactly
     left = ctx.budget - sum(ess.counts[i] for i in gold_ids)
     docs, counts = [], []
     doc_max = hc + facts.max_count + 6 * ess.max_count
