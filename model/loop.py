@@ -4,7 +4,8 @@ A stage supplies its data as `sample(i) -> dict of tensors` (see model/train.py)
 initialise the model; this module does the rest, identically for every stage:
   resolve + validate the recipe -> process groups -> model -> resume from `<out>.run/` or init ->
   train with one log line per step, held-out loss, step checkpoints -> publish `<out>/` atomically
-  with mcore/, hf/, tokenizer/, config.yaml, model_config.json and manifest.json (written last).
+  with mcore/, hf/, tokenizer/, config.yaml, model_config.json, metrics.jsonl (every step's loss, grad norm
+  and lr at full precision, and the held-out losses) and manifest.json (written last).
 """
 from __future__ import annotations
 
@@ -73,6 +74,13 @@ def resolve(stage_folder: str, recipe_name: str, overrides: list[str], model_dic
     return RunConfig(cfg, mcfg, par, optim, train)
 
 
+def truncate_metrics(path: Path, start: int) -> None:
+    """After a resume from step `start`, drop the lines of later steps (written before the kill)."""
+    if path.exists():
+        keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= start]
+        path.write_text("".join(x + "\n" for x in keep))
+
+
 def run(rc: RunConfig, *, stage: str, out: Path, tokenizer_dir: Path, parent: Path | None,
         prepare: Callable[[Path], tuple[Callable[[int], dict], Callable[[int], dict]]],
         init: Callable[[torch.nn.Module], None], extra_manifest: dict | None = None,
@@ -112,17 +120,34 @@ def run(rc: RunConfig, *, stage: str, out: Path, tokenizer_dir: Path, parent: Pa
         return float(np.mean([train.eval_loss(ddp, train.microbatches(val_sample, k, par), seq)
                               for k in range(tr["eval_batches"])]))
 
+    metrics_path = run_dir / "metrics.jsonl"
+    if rank0:
+        truncate_metrics(metrics_path, start)
+
+    def record(row: dict) -> None:  # full precision, one JSON line per event; published as <out>/metrics.jsonl
+        if rank0:
+            with open(metrics_path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+    if start == 0:  # the held-out loss before any update: what the run's final val_loss is measured against
+        v = evaluate()
+        record({"step": 0, "val_loss": v})
+        log(f"eval step 0/{tr['steps']} | val_loss {v:.5f}", flush=True)
     total, t0, losses = tr["steps"], time.perf_counter(), []
     for step in range(start, total):
         m = train.train_step(ddp, opt, sched, train.microbatches(train_sample, step, par), seq, gbs)
         losses.append(m["loss"])
+        record({"step": step + 1, **{k: m[k] for k in ("loss", "grad_norm", "lr", "skipped", "step_s")}})
         log(train.log_line(step + 1, total, m, seq * gbs, time.perf_counter() - t0, step + 1 - start), flush=True)
         if tr["eval_every"] and (step + 1) % tr["eval_every"] == 0 and step + 1 < total:
-            log(f"eval step {step + 1}/{total} | val_loss {evaluate():.5f}", flush=True)
+            v = evaluate()
+            record({"step": step + 1, "val_loss": v})
+            log(f"eval step {step + 1}/{total} | val_loss {v:.5f}", flush=True)
         if (step + 1) % tr["save_every"] == 0 and step + 1 < total:
             checkpoint.save_step(run_dir, step + 1, ddp, opt, sched, {"step": step + 1})
             checkpoint.prune_steps(run_dir, tr["keep_steps"])
     val = evaluate()
+    record({"step": total, "val_loss": val})
     wall = time.perf_counter() - t0
     final_loss = losses[-1] if losses else None
     log(f"done: final train loss {final_loss}, val_loss {val:.5f}, {train.fmt_time(wall)}", flush=True)
@@ -138,7 +163,10 @@ def run(rc: RunConfig, *, stage: str, out: Path, tokenizer_dir: Path, parent: Pa
     (tmp / "model_config.json").write_text(json.dumps(mcfg.to_dict(), indent=2))
     export_in_subprocess(tmp / "mcore", tmp / "model_config.json", tmp / "hf", tokenizer_dir)
     shutil.copytree(tokenizer_dir, tmp / "tokenizer", ignore=shutil.ignore_patterns("manifest.json"))
-    metrics = {"final_train_loss": final_loss, "val_loss": val, "steps": total, "resumed_at": start,
+    shutil.copy(metrics_path, tmp / "metrics.jsonl")
+    rows = [json.loads(x) for x in metrics_path.read_text().splitlines()]
+    val_at_start = next((r["val_loss"] for r in rows if r["step"] == 0 and "val_loss" in r), None)
+    metrics = {"final_train_loss": final_loss, "val_loss": val, "val_loss_at_start": val_at_start, "steps": total, "resumed_at": start,
                "tokens": total * gbs * seq, "wall_s_this_run": wall,
                "tok_per_s_this_run": (total - start) * gbs * seq / max(wall, 1e-9), **(extra_metrics() if extra_metrics else {})}
     manifest.write_manifest(tmp, stage=stage, parent=parent, config=rc.cfg, seed=tr["seed"], metrics=metrics,

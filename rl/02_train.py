@@ -179,7 +179,9 @@ class Trainer:
                                     tensor_parallel_size=ro.tensor_parallel_size)
         self.a.results.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.a.results / "metrics.jsonl"
-        _truncate_metrics(self.metrics_path, self.start)
+        from model.loop import truncate_metrics
+
+        truncate_metrics(self.metrics_path, self.start)
 
     # ---- one step's data (rank 0) ----------------------------------------------------------------------
     def collect(self, step: int) -> tuple[list, dict]:
@@ -479,14 +481,6 @@ def _delta_line(delta: dict) -> str:
                          f"{d['worse']} worse of {d['tasks']} tasks; {d['domains_better']} better, "
                          f"{d['domains_worse']} worse of {d['domains']} domains)")
     return " | ".join(parts)
-
-
-def _truncate_metrics(path: Path, start: int) -> None:
-    """After a resume from step `start`, drop lines of later steps (written before the kill)."""
-    if not path.exists():
-        return
-    keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= start]
-    path.write_text("".join(x + "\n" for x in keep))
 
 
 def _last_metrics(path: Path) -> dict | None:
