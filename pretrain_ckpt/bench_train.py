@@ -1,6 +1,6 @@
 """Training-step throughput: Megatron-Core (model.train.train_step) vs transformers + a plain torch loop.
 
-    PYTHONPATH=. python pretrain_ckpt/bench_train.py --out results/bench/train.json [--threads 2] [--bf16]
+    PYTHONPATH=. python pretrain_ckpt/bench_train.py --out results/bench/train.json [--threads 2] [--dtype bf16]
 
 Same run, same machine, same threads, same weights, same batch, same dtype:
 - megatron: the tiny MoE base config as a Megatron-Core GPTModel (local spec, single process, gloo, CPU
@@ -13,8 +13,10 @@ Same run, same machine, same threads, same weights, same batch, same dtype:
 Each step is split into forward+backward and optimizer (Megatron: optimizer.step incl. grad clip; baseline:
 clip_grad_norm_ + AdamW.step). Both sides live in one process and their steps are interleaved (megatron, hf, megatron, ...), so load
 from other users of the 2 shared cores hits both alike; the baseline runs with torch function handling
-disabled, so the CPU compatibility layer's process-wide TorchFunctionMode does not tax it. The fp32
-(and bf16) matmul peak is measured in the same run with the same threads; medians are reported.
+disabled, so the CPU compatibility layer's process-wide TorchFunctionMode does not tax it. MFU is against the
+matmul peak of the dtype the model computes in (--dtype), measured in the same run with the same threads: a
+2048^3 matmul, warmed up, best of 10 reps at start and end and of 3 after each timed step (PeakMeter); medians
+of step times are reported. Small mode: --steps 1 --warmup 1 --mode-cost 0 --fused-cost 0 --batch 1.
 Model FLOPs per step = 6 * active params * tokens + causal attention (3 * 2 * 2 * b * s^2/2 * heads*head_dim * layers).
 """
 from __future__ import annotations
@@ -56,16 +58,65 @@ def model_flops_per_step(cfg, batch: int, seq: int) -> dict:
             "flops_6nd": dense, "flops_attention": attn, "flops_per_step": dense + attn}
 
 
-def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t0)
-    return 2 * n**3 / min(times) / 1e9  # GFLOP/s, best of reps (the achievable ceiling)
+PEAK_N = 2048        # square matmul size of the peak: large enough for the GEMM kernels' full speed
+PEAK_REPS = 10       # timed reps; the best one is the peak (the machine is shared: slow reps are other users)
+PEAK_WARMUP_S = 0.5  # untimed matmuls first, at least this long (and at least 3): caches, frequency, thread pool
+
+
+def matmul_peak(dtype: torch.dtype, threads: int, n: int = PEAK_N, reps: int = PEAK_REPS,
+                warmup_s: float = PEAK_WARMUP_S) -> dict:
+    """GFLOP/s of an n x n x n matmul in `dtype` on `threads` torch threads: best of `reps` timed calls after warm-up.
+
+    The output is preallocated (out=), so no rep pays for allocating and page-faulting its result."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(0)
+        a, b = torch.randn(n, n, generator=g).to(dtype), torch.randn(n, n, generator=g).to(dtype)
+        c = torch.empty(n, n, dtype=dtype)
+        warm, t_end = 0, time.perf_counter() + warmup_s
+        while warm < 3 or time.perf_counter() < t_end:
+            torch.matmul(a, b, out=c)
+            warm += 1
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            torch.matmul(a, b, out=c)
+            times.append(time.perf_counter() - t0)
+        used = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(prev)
+    return {"gflops": 2 * n**3 / min(times) / 1e9, "n": n, "dtype": str(dtype).replace("torch.", ""),
+            "threads": used, "reps": reps, "warmup_calls": warm,
+            "rep_gflops": [round(2 * n**3 / t / 1e9, 2) for t in times]}
+
+
+def cpu_has_bf16() -> bool:
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
+
+
+class PeakMeter:
+    """The matmul peak of the dtype the model computes in, sampled at the start, between timed steps and at the end
+    of the run, with the run's threads; the peak is the best sample (load from other users only lowers samples)."""
+
+    def __init__(self, dtype: str, threads: int, between_reps: int = 3):
+        self.dtype, self.threads, self.between_reps = dtype, threads, between_reps
+        self.torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
+        self.samples: list[dict] = []
+
+    def sample(self, reps: int = PEAK_REPS, warmup_s: float = PEAK_WARMUP_S) -> None:
+        self.samples.append(matmul_peak(self.torch_dtype, self.threads, reps=reps, warmup_s=warmup_s))
+
+    @property
+    def gflops(self) -> float:
+        return max(s["gflops"] for s in self.samples)
+
+    def to_json(self) -> dict:
+        return {"dtype": self.dtype, "gflops": self.gflops, "n": PEAK_N, "threads": self.threads,
+                "samples_gflops": [s["gflops"] for s in self.samples], "samples": self.samples,
+                "how": f"{PEAK_N}^3 matmul, out= preallocated, >= {PEAK_WARMUP_S} s warm-up, best of {PEAK_REPS} reps at "
+                       f"start and end and of {self.between_reps} after each interleaved step; max of the samples"}
 
 
 def batch_tokens(batch: int, step: int, vocab: int) -> torch.Tensor:
@@ -198,9 +249,8 @@ def machine(threads: int) -> dict:
                 break
     except OSError:
         pass
-    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     return {"cores": os.cpu_count(), "cpu_model": model, "torch_threads": threads, "gpu": None,
-            "avx512_bf16": "avx512_bf16" in flags, "torch": torch.__version__,
+            "avx512_bf16": cpu_has_bf16(), "torch": torch.__version__,
             "allocator": "tcmalloc" if "tcmalloc" in os.environ.get("LD_PRELOAD", "") else "default (glibc)",
             "load_average_at_start": list(os.getloadavg())}
 
@@ -217,9 +267,10 @@ def git_commit() -> str:
 
 def summarize(times: list[float], losses: list[float], flops: dict, peak: float) -> dict:
     med = statistics.median(times)
+    achieved = flops["flops_per_step"] / med / 1e9
     return {"step_s_median": med, "step_s_all": [round(t, 4) for t in times],
-            "tokens_per_s": flops["tokens"] / med, "model_gflop_per_s": flops["flops_per_step"] / med / 1e9,
-            "mfu": flops["flops_per_step"] / med / 1e9 / peak, "losses": losses}
+            "tokens_per_s": flops["tokens"] / med, "model_gflop_per_s": achieved,
+            "mfu": achieved / peak, "mfu_peak_gflops": peak, "losses": losses}
 
 
 def main() -> None:
@@ -241,9 +292,12 @@ def main() -> None:
     cfg = base_config()
     flops = model_flops_per_step(cfg, args.batch, SEQ)
     load_start = list(os.getloadavg())
-    # bf16 at 512^3: without AVX512-BF16/AMX torch emulates bf16 GEMMs (~1 GFLOP/s); 2048^3 would take minutes
-    peak = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16, n=512, reps=3)}
-    peak_samples = [peak["fp32"]]
+    meter = PeakMeter(args.dtype, args.threads)  # the peak MFU is against: the dtype the model computes in
+    meter.sample()
+    other = "bf16" if args.dtype == "fp32" else "fp32"
+    # for reference only; bf16 at 512^3 where the CPU lacks AVX512-BF16/AMX (emulated, ~1 GFLOP/s: 2048^3 takes minutes)
+    other_peak = matmul_peak(torch.bfloat16 if other == "bf16" else torch.float32, args.threads,
+                             n=PEAK_N if other == "fp32" or cpu_has_bf16() else 512, reps=3 if other == "bf16" else 10)
     with tempfile.TemporaryDirectory() as d:
         export = Path(d) / "hf"
         meg = MegatronSide(args, export)  # builds, loads the seeded weights, exports the baseline's HF dir
@@ -259,6 +313,8 @@ def main() -> None:
             if s >= args.warmup:
                 times[name].append(dt)
                 opt_times[name].append(side.opt_s[-1])
+        if s >= args.warmup:
+            meter.sample(reps=meter.between_reps, warmup_s=0.1)  # under the same load as the steps just timed
     fused_cost = None
     if args.fused_cost:  # what the baseline would gain from the fused optimizer kernel, interleaved
         fused, plain = [], []
@@ -280,14 +336,14 @@ def main() -> None:
     prof = None
     if args.profile:
         prof = {"megatron": _profile(meg.step, 300), "hf": _profile(hf.step, 400)}
-    peak_samples.append(matmul_peak(torch.float32))  # again at the end: the machine is shared, keep the best
-    peak["fp32"] = max(peak_samples)
+    meter.sample()  # again at the end: the machine is shared, keep the best
+    peak = {args.dtype: meter.gflops, other: other_peak["gflops"]}
     load_end = list(os.getloadavg())
     from model import parallel
 
     parallel.destroy()
 
-    peak_used = peak[args.dtype]
+    peak_used = meter.gflops
     m = summarize(times["megatron"], losses["megatron"], flops, peak_used)
     h = summarize(times["hf"], losses["hf"], flops, peak_used)
     for side, name in ((m, "megatron"), (h, "hf")):
@@ -312,8 +368,8 @@ def main() -> None:
                   "same_process": True, "hf_runs_without": "cpu_compat TorchFunctionMode (popped from the torch function mode stack)",
                   "megatron_runs_without_mode_in": "the model forward (model.train._forward_step, cpu_compat.suspended)"},
         "flops": flops,
-        "matmul_peak_gflops": {"fp32_2048": peak["fp32"], "fp32_2048_samples": peak_samples, "bf16_512": peak["bf16"],
-                               "used": args.dtype, "how": "best of 10 reps, measured at start and end, max taken"},
+        "matmul_peak_gflops": {"used": args.dtype, "used_gflops": peak_used, "run_dtype": meter.to_json(),
+                               "other_dtype": other_peak, other: other_peak["gflops"], args.dtype: peak_used},
         "megatron": m,
         "hf": h,
         "ratio_tokens_per_s_megatron_over_hf": h["step_s_median"] / m["step_s_median"],
@@ -344,16 +400,17 @@ def notes(res: dict) -> list[str]:
         f"{mach['load_average_end'][0]:.1f} on {mach['cores']} cores): single steps vary by 2-3x, so only the "
         "interleaved ratios are meaningful and a few-% difference is noise.",
         f"Both sides compute the same model: first-step LM loss differs by {res['first_step_loss_abs_diff']:.2g}.",
-        "MFU is limited by: fp32 GEMMs on an AVX2-only CPU (no AVX-512/AMX; the 2048^3 matmul peak is the ceiling); "
-        "small GEMMs (hidden 256; each of 8 experts sees ~tokens*topk/8 = 1024 rows x 256 x 256), far below the "
-        "2048^3 peak's efficiency; memory-bound elementwise work (RMSNorm, SiLU*mul, RoPE, softmax/log-softmax over a "
-        "4096 vocab, MoE permute/unpermute cat/index ops, Adam's per-parameter updates) that does no matmul FLOPs; "
-        "the glibc allocator (no tcmalloc installed: large activations are mmap'd and page-faulted every step); and "
-        "other users' processes on the same 2 cores.",
-        f"bf16 is not useful on this machine: the CPU has no avx512_bf16/AMX (torch reports AVX2), bf16 GEMM peak "
-        f"{res['matmul_peak_gflops']['bf16_512']:.2f} GFLOP/s vs fp32 {res['matmul_peak_gflops']['fp32_2048']:.1f}; "
-        "so the bf16 run is left out (the script takes --dtype bf16 for machines that have it; ENGINES.md's ~4x bf16 "
-        "figure was measured on an AVX-512 host).",
+        f"MFU is against the {res['matmul_peak_gflops']['used']} matmul peak measured in this run "
+        f"({res['matmul_peak_gflops']['used_gflops']:.0f} GFLOP/s, {PEAK_N}^3, {mach['torch_threads']} threads, best "
+        "sample). It is limited by: small GEMMs (hidden 256; each of 8 experts sees ~tokens*topk/8 = 1024 rows x 256 x "
+        "256), far below the peak's efficiency; memory-bound elementwise work (RMSNorm, SiLU*mul, RoPE, "
+        "softmax/log-softmax over a 4096 vocab, MoE permute/unpermute cat/index ops, Adam's per-parameter updates) that "
+        f"does no matmul FLOPs; the allocator ({mach['allocator']}); and other users' processes on the same cores.",
+        (f"This CPU has bf16 matmul support (avx512_bf16/AMX): bf16 peak {res['matmul_peak_gflops']['bf16']:.0f} vs fp32 "
+         f"{res['matmul_peak_gflops']['fp32']:.0f} GFLOP/s; --dtype bf16 computes in bf16 and reports MFU against the bf16 peak."
+         if mach["avx512_bf16"] else
+         f"This CPU has no avx512_bf16/AMX: bf16 GEMMs are emulated (bf16 peak {res['matmul_peak_gflops']['bf16']:.2f} "
+         f"GFLOP/s at 512^3 vs fp32 {res['matmul_peak_gflops']['fp32']:.1f}), so bf16 is not useful here."),
     ]
     out.append(f"Split (medians): Megatron forward+backward {m['fwd_bwd_s_median']:.3f} s + optimizer "
                f"{m['optimizer_s_median']:.3f} s; baseline {h['fwd_bwd_s_median']:.3f} s + {h['optimizer_s_median']:.3f} s. "

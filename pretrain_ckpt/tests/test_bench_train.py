@@ -1,0 +1,116 @@
+"""bench_train's MFU denominator: how the matmul peak is measured (size, threads, dtype, warm-up, best of reps) and
+that the written MFU is achieved / that peak. No speed is asserted: a fake clock and a recording matmul stand in."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bt():
+    spec = importlib.util.spec_from_file_location("bench_train", ROOT / "pretrain_ckpt" / "bench_train.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class FakeClock:
+    """perf_counter that only moves when the recording matmul runs: each call takes the next scripted duration."""
+
+    def __init__(self, durations):
+        self.now, self.durations, self.calls = 0.0, list(durations), []
+
+    def perf_counter(self):
+        return self.now
+
+    def matmul(self, a, b, *, out=None):
+        self.calls.append({"shape": (tuple(a.shape), tuple(b.shape)), "dtype": a.dtype, "out": out is not None,
+                           "threads": torch.get_num_threads()})
+        self.now += self.durations.pop(0) if self.durations else 1.0
+        return out
+
+
+def test_peak_is_the_best_timed_rep_after_warm_up_at_2048_on_the_run_threads(bt, monkeypatch):
+    n, flop = 2048, 2 * 2048**3
+    # warm-up calls are fast here (a peak that timed them would be too high); the timed reps vary, best is 0.05 s
+    warm = [0.001] * 3 + [0.2] * 3  # the warm-up lasts >= PEAK_WARMUP_S: 3 fast calls are not enough
+    reps = [0.30, 0.08, 0.05, 0.40, 0.09, 0.07, 0.06, 0.11, 0.12, 0.10]
+    clock = FakeClock(warm + reps)
+    monkeypatch.setattr(bt.time, "perf_counter", clock.perf_counter)
+    monkeypatch.setattr(bt.torch, "matmul", clock.matmul)
+    before = torch.get_num_threads()
+    threads = 1 if before != 1 else 2
+    p = bt.matmul_peak(torch.float32, threads)
+    assert bt.PEAK_N == n and bt.PEAK_REPS >= 10 and bt.PEAK_WARMUP_S >= 0.5
+    assert all(c["shape"] == ((n, n), (n, n)) and c["dtype"] == torch.float32 and c["out"] for c in clock.calls)
+    assert all(c["threads"] == threads for c in clock.calls) and p["threads"] == threads
+    assert torch.get_num_threads() == before  # the caller's threads are restored
+    assert p["warmup_calls"] == len(warm) and len(clock.calls) == len(warm) + len(reps) and p["reps"] == len(reps)
+    assert p["gflops"] == pytest.approx(flop / min(reps) / 1e9)  # best of the timed reps, not median/first/warm-up
+    assert p["rep_gflops"] == [round(flop / t / 1e9, 2) for t in reps]
+
+
+@pytest.mark.parametrize("dtype,torch_dtype", [("fp32", torch.float32), ("bf16", torch.bfloat16)])
+def test_peak_meter_measures_the_compute_dtype_at_full_size_and_keeps_the_best_sample(bt, monkeypatch, dtype,
+                                                                                     torch_dtype):
+    seen = []
+
+    def fake_peak(dt, threads, n=bt.PEAK_N, reps=bt.PEAK_REPS, warmup_s=bt.PEAK_WARMUP_S):
+        seen.append((dt, threads, n))
+        return {"gflops": [50.0, 170.0, 120.0][len(seen) - 1], "n": n}
+
+    monkeypatch.setattr(bt, "matmul_peak", fake_peak)
+    m = bt.PeakMeter(dtype, 2)
+    for _ in range(3):
+        m.sample()
+    assert seen == [(torch_dtype, 2, 2048)] * 3
+    assert m.gflops == 170.0 and m.to_json()["samples_gflops"] == [50.0, 170.0, 120.0]
+
+
+class _FakeSide:
+    def __init__(self, args, export):
+        self.opt_s, self.args = [], args
+
+    def step(self, s):
+        self.opt_s.append(0.0)
+        return 5.0
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_written_mfu_is_achieved_over_the_peak_measured_in_the_run_for_its_dtype(bt, monkeypatch, tmp_path, dtype):
+    calls = []
+
+    def fake_peak(dt, threads, n=bt.PEAK_N, reps=bt.PEAK_REPS, warmup_s=bt.PEAK_WARMUP_S):
+        g = {torch.float32: 160.0, torch.bfloat16: 400.0}[dt] + [0, 9, 3, 5, 1, 2, 4][len(calls)]  # best: 2nd call
+        calls.append((dt, threads, n, g))
+        return {"gflops": g, "n": n, "dtype": str(dt), "threads": threads}
+
+    import model.parallel
+
+    monkeypatch.setattr(bt, "matmul_peak", fake_peak)
+    monkeypatch.setattr(bt, "MegatronSide", _FakeSide)
+    monkeypatch.setattr(bt, "HFSide", _FakeSide)
+    monkeypatch.setattr(model.parallel, "destroy", lambda: None)
+    out = tmp_path / "train.json"
+    monkeypatch.setattr(sys, "argv", ["bench_train.py", "--out", str(out), "--dtype", dtype, "--threads", "2",
+                                      "--steps", "3", "--warmup", "1", "--mode-cost", "0", "--fused-cost", "0"])
+    bt.main()
+    res = json.loads(out.read_text())
+    tdt = torch.bfloat16 if dtype == "bf16" else torch.float32
+    run_calls = [c for c in calls if c[0] == tdt]
+    assert len(run_calls) == 1 + 3 + 1 and all(c[1:3] == (2, 2048) for c in run_calls)  # start, after each step, end
+    peak = max(c[3] for c in run_calls)
+    assert peak > run_calls[0][3] and peak > run_calls[-1][3]  # the best sample, not the first or last
+    pk = res["matmul_peak_gflops"]
+    assert pk["used"] == dtype and pk["used_gflops"] == pytest.approx(peak)
+    for side in ("megatron", "hf"):
+        r = res[side]
+        assert r["mfu_peak_gflops"] == pytest.approx(peak)
+        assert r["mfu"] == pytest.approx(r["model_gflop_per_s"] / peak)
