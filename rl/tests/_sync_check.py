@@ -3,8 +3,9 @@
     python rl/tests/_sync_check.py SFT_CKPT OUT_JSON
 
 Trainer = Megatron model loaded from SFT_CKPT/mcore; engine = rl.rollout_worker on SFT_CKPT/hf. Records:
-engine vs trainer logprobs of fixed tokens before the update, after one GRPO update + sync, and the greedy
-output before, after, and after syncing the old weights back.
+engine vs trainer logprobs of fixed tokens before the update, after three GRPO updates + sync, and the greedy
+output before, after, and after copying the old weights back into the trainer and syncing them (the same
+sync path, not a reload of the original HF directory).
 """
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def main(ckpt: Path, out: Path) -> None:
         before_trainer = trainer_lps()
         res["before_err"] = err(before_engine, before_trainer)
         res["greedy_before"] = eng.generate([prompt], temperature=0.0, max_tokens=24)[0][0].token_ids
+        old = {k: v.detach().clone() for k, v in checkpoint.full_state_dict(ddp).items()}
         algo = AlgoConfig(tis_cap=0.0)
         b = batch([1.0, -1.0])
         b[0]["rollout_logprobs"] = torch.tensor(before_trainer)
@@ -70,9 +72,14 @@ def main(ckpt: Path, out: Path) -> None:
         res["after_err"] = err(after_engine, after_trainer)
         res["engine_change"] = err(after_engine, before_engine)
         res["greedy_after"] = eng.generate([prompt], temperature=0.0, max_tokens=24)[0][0].token_ids
-        eng.reload(ckpt / "hf")  # the old weights back
+        with torch.no_grad():  # the trainer's old weights back, then the same sync path carries them to the engine
+            for k, v in checkpoint.unwrap(ddp).state_dict().items():
+                if k in old:
+                    v.copy_(old[k])
+        res["restore_sync"] = sync.sync(ddp, mcfg, eng, sdir / "hf", ckpt / "tokenizer")
         res["greedy_restored"] = eng.generate([prompt], temperature=0.0, max_tokens=24)[0][0].token_ids
         res["restored_err"] = err(eng.score(fixed), before_engine)
+        res["restored_trainer_err"] = err(trainer_lps(), before_trainer)
     import shutil
 
     shutil.rmtree(sdir, ignore_errors=True)

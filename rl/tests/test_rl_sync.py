@@ -26,5 +26,7 @@ def test_engine_matches_trainer_before_and_after_an_update(sync_result):
 
 @pytest.mark.slow
 def test_restoring_old_weights_restores_greedy_output(sync_result):
-    assert sync_result["greedy_restored"] == sync_result["greedy_before"]
+    assert sync_result["greedy_after"] != sync_result["greedy_before"]  # the update changed what the engine says
+    assert sync_result["restored_trainer_err"] < 1e-6  # the trainer holds its old weights again
+    assert sync_result["greedy_restored"] == sync_result["greedy_before"]  # ...and syncing them restores the engine
     assert sync_result["restored_err"] < 1e-6
