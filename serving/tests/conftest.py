@@ -78,7 +78,7 @@ def memorised(chain, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def target(chain, memorised, tmp_path_factory) -> Path:
     """chain/base fine-tuned (sft/01_data.py, sft/02_train.py) on `memorised`'s demonstrations. Measured: 150 steps
-    took the held-out loss on the answer tokens from 6.88 to 0.011 (7 s of training; ~30 s with the processes' start-up),
+    took the held-out loss on the answer tokens from 6.88 to 0.011 (7 s of training, ~30 s with start-up),
     and greedy decoding then passed 12 of the 12 tasks on the standard and on the fast variant."""
     d = tmp_path_factory.mktemp("serving_target")
     steps = [
