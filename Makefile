@@ -28,7 +28,7 @@ LAUNCH = $(PRELOAD)$(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc
 # the stamp names a hash of the pinned dependencies only, so editing tool settings in pyproject.toml reinstalls nothing
 SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']).encode()))" 2>/dev/null)
 
-.PHONY: help setup test test-fast demo base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox serve-sandbox clean-checkpoints
+.PHONY: help setup test test-fast demo base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox serve-sandbox reproduce-check golden clean-checkpoints
 
 help: ## list targets and variables
 	@grep -hE '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -106,6 +106,24 @@ bench-sandbox: setup ## sandbox cold-start p50/p99 per tier vs a plain subproces
 
 serve-sandbox: setup ## the sandbox pool as an HTTP server on 127.0.0.1 (SANDBOX_PORT; token in SANDBOX_TOKEN or printed)
 	$(PY) -m sandbox serve --host 127.0.0.1 --port $(SANDBOX_PORT)
+
+# Reproducibility of the micro chain (tests/golden.py): two fresh runs must write the same files, and a run must match
+# the committed golden curves and counts (tests/test_chain.py checks the CI smoke chain against it).
+REPRO ?= $(CKPT)/reproduce## where reproduce-check and golden run their micro chains (emptied first)
+GOLDEN := results/reference/golden/micro_chain.json
+micro_run = $(MAKE) -s demo RECIPE=micro_cpu CKPT=$(1)/ck DATA=$(1)/data RESULTS=$(1)/results FIGURES=$(1)/figures \
+	> $(1).log 2>&1 || { tail -40 $(1).log >&2; echo "error: the micro chain in $(1) failed (log: $(1).log)" >&2; exit 1; }
+
+reproduce-check: setup ## the micro chain twice in fresh directories; every file must match (exclusions: tests/golden.py)
+	rm -rf $(REPRO)/a $(REPRO)/b && mkdir -p $(REPRO)
+	$(call micro_run,$(REPRO)/a)
+	$(call micro_run,$(REPRO)/b)
+	$(PY) -m tests.golden same $(REPRO)/a $(REPRO)/b
+
+golden: setup ## regenerate the golden curves/counts from a fresh micro chain (commit it, saying why they moved)
+	rm -rf $(REPRO)/golden && mkdir -p $(REPRO)
+	$(call micro_run,$(REPRO)/golden)
+	$(PY) -m tests.golden write $(REPRO)/golden $(GOLDEN)
 
 clean-checkpoints: ## delete checkpoints/ and data/ (asks nothing: they are outputs)
 	rm -rf $(CKPT) $(DATA)

@@ -55,6 +55,25 @@ def save_model_only(model, ckpt_dir: Path) -> None:
     _barrier()
     dist_checkpointing.save({"model": unwrap(model).sharded_state_dict()}, str(ckpt_dir))
     _barrier()
+    if _rank() == 0:
+        _drop_storage_meta(ckpt_dir)
+    _barrier()
+
+
+def _drop_storage_meta(ckpt_dir: Path) -> None:
+    """Make a published torch_dist checkpoint byte-reproducible: torch DCP's `.metadata` records the path it was
+    written to (a staging dir named by pid) and a random save uuid, so equal weights hashed differently. The
+    reader needs neither (it puts an empty StorageMeta in place of None)."""
+    import pickle
+
+    path = Path(ckpt_dir) / ".metadata"
+    meta = pickle.loads(path.read_bytes())
+    if getattr(meta, "storage_meta", None) is None:
+        return
+    meta.storage_meta = None
+    tmp = path.with_name(".metadata.tmp")
+    tmp.write_bytes(pickle.dumps(meta))
+    os.replace(tmp, path)
 
 
 def _keys(keys: set[str]) -> str:

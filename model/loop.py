@@ -137,7 +137,8 @@ def run(rc: RunConfig, *, stage: str, out: Path, tokenizer_dir: Path, parent: Pa
     for step in range(start, total):
         m = train.train_step(ddp, opt, sched, train.microbatches(train_sample, step, par), seq, gbs)
         losses.append(m["loss"])
-        record({"step": step + 1, **{k: m[k] for k in ("loss", "grad_norm", "lr", "skipped", "step_s")}})
+        record({"step": step + 1, **{k: m[k] for k in ("loss", "grad_norm", "lr", "skipped")}})  # no timings:
+        # the same run must give the same bytes (step times are in the log line and the manifest's metrics)
         log(train.log_line(step + 1, total, m, seq * gbs, time.perf_counter() - t0, step + 1 - start), flush=True)
         if tr["eval_every"] and (step + 1) % tr["eval_every"] == 0 and step + 1 < total:
             v = evaluate()

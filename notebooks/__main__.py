@@ -85,6 +85,9 @@ def main(argv=None) -> int:
                 if km.has_kernel:
                     km.shutdown_kernel(now=True)
             break
+        for i, cell in enumerate(nb.cells):  # the same results give the same file: nbformat's cell ids are random
+            cell["id"] = f"cell-{i}"         # and the kernel stamps each cell with wall-clock execution times
+            cell.get("metadata", {}).pop("execution", None)
         nbformat.write(nb, a.figures / f"{path.stem}.ipynb")
         text = outputs_text(nb)
         wrote += [ln.split("wrote ", 1)[1] for ln in text.splitlines() if ln.startswith("wrote ")]
