@@ -28,12 +28,18 @@ EXCLUDED = {
                                                                 "machine's load, not on what was computed",
     "the run directory's path": "two runs live in two directories (replaced by <RUN>)",
     "staging suffixes .tmp-<pid>": "a staging directory is named by the writer's pid",
-    "manifest sha256 values (full and 8-hex prefixes)": "a manifest holds its creation time, so its hash differs "
-                                                        "between runs; each is replaced by the name of the manifest "
-                                                        "it hashes, whose content is compared in full",
+    "manifest sha256 values (full and 8/12/16-hex prefixes)": "a manifest holds its creation time, so its hash "
+                                                              "differs between runs; each is replaced by the name of "
+                                                              "the manifest it hashes, whose content is compared in full",
+    "ISO timestamps and timing values (name=value) in text files": "the model card's provenance table prints them",
+    "a manifest's sha256 of a text file": "the text file is compared itself, after the normalisations above",
+    "figures/*.png": "each figure's footer prints its sources' paths and creation times (provenance by design); the "
+                     "results files they are drawn from and the executed notebooks are compared",
 }
-TIMING = re.compile(r"(_s|_s_this_run|^seconds|^tok_per_s.*|^created(_unix)?)$")
-TEXT = {".json", ".jsonl", ".md", ".yaml", ".yml", ".txt", ".log"}
+TIMING = re.compile(r"(_s|_s_this_run|^seconds.*|^tok_per_s.*|^created(_unix)?)$")
+TEXT = {".json", ".jsonl", ".ipynb", ".md", ".yaml", ".yml", ".txt", ".log"}
+ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
+TIMING_VALUE = re.compile(r"\b(\w*(?:_s|_s_this_run|tok_per_s\w*))=[0-9.e+-]+")
 TOL = {"rel": 1e-6, "abs": 1e-9}  # same kernel level: runs were bit-identical here; the margin is for printing only
 
 
@@ -42,14 +48,17 @@ def _manifest_names(run: Path) -> dict[str, str]:
     for m in sorted(run.rglob("manifest.json")):
         h = hashlib.sha256(m.read_bytes()).hexdigest()
         name = f"<manifest:{m.parent.relative_to(run)}>"
-        out[h], out[h[:8]] = name, name
+        for n in (64, 16, 12, 8):
+            out[h[:n]] = name
     return out
 
 
 def _normalize_text(s: str, run: Path, names: dict[str, str]) -> str:
     s = s.replace(str(run.resolve()), "<RUN>").replace(str(run), "<RUN>")
     s = re.sub(r"\.tmp-\d+", ".tmp-<pid>", s)
-    return re.sub(r"\b[0-9a-f]{64}\b|\b[0-9a-f]{8}\b", lambda m: names.get(m.group(0), m.group(0)), s)
+    s = TIMING_VALUE.sub(lambda m: f"{m.group(1)}=<timing>", ISO_TIME.sub("<time>", s))
+    return re.sub(r"\b[0-9a-f]{64}\b|\b[0-9a-f]{16}\b|\b[0-9a-f]{12}\b|\b[0-9a-f]{8}\b",
+                  lambda m: names.get(m.group(0), m.group(0)), s)
 
 
 def _strip(o):
@@ -66,12 +75,17 @@ def normalized(run: Path) -> dict[str, object]:
     names, out = _manifest_names(run), {}
     for f in sorted(p for p in run.rglob("*") if p.is_file()):
         rel = str(f.relative_to(run))
+        if rel.startswith("figures/") and f.suffix == ".png":
+            continue
         if f.suffix not in TEXT:
             out[rel] = "sha256:" + hashlib.sha256(f.read_bytes()).hexdigest()
             continue
         text = _normalize_text(f.read_text(errors="replace"), run, names)
-        if f.suffix == ".json":
+        if f.suffix in (".json", ".ipynb"):
             out[rel] = _strip(json.loads(text))
+            if f.name == "manifest.json" and isinstance(out[rel].get("files"), dict):
+                out[rel]["files"] = {k: ("<compared as text>" if Path(k).suffix in TEXT else v)
+                                     for k, v in out[rel]["files"].items()}
         elif f.suffix == ".jsonl":
             out[rel] = [_strip(json.loads(x)) for x in text.splitlines() if x.strip()]
         else:
