@@ -1,7 +1,10 @@
 # serving: open-weights export with a model card, the OpenAI-compatible vLLM server, and the fast variant
 # (W8A8 target + distilled draft for speculative decoding) with its benchmark (included by the Makefile).
 
-SERVE_FROM ?= $(if $(wildcard $(CKPT)/rl/manifest.json),rl,sft)## stage exported and made fast (default: rl if present, else sft)
+SERVE_FROM ?= $(if $(or $(filter demo rl,$(MAKECMDGOALS)),$(wildcard $(CKPT)/rl/manifest.json)),rl,sft)## stage exported and made fast (default: rl if present or being built, else sft)
+# decided once, before any rule runs: a recursive variable was read as sft for the prerequisites (no rl yet on a
+# fresh clone) and as rl for the command once rl existed, so under `make -j demo` the fast variant could start beside RL
+SERVE_FROM := $(SERVE_FROM)
 SERVE ?= export## checkpoint that `make serve` serves: export (standard) or fast
 PORT ?= 8000## port of `make serve` on 127.0.0.1
 
