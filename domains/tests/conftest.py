@@ -16,12 +16,20 @@ import pytest
 from domains import registry, sandboxing
 from domains.cli import main as cli_main
 
-from sandbox.tiers import TIERS, required  # stdlib only: importable even where the sandbox cannot run
-
 
 def required_tiers() -> tuple[str, ...]:
+    """SANDBOX_REQUIRE parsed by sandbox.tiers.required, imported lazily: domains/ works (and its pure-family tests
+    run) without sandbox/, e.g. copied alone into another project."""
+    value = os.environ.get("SANDBOX_REQUIRE", "")
     try:
-        return required(os.environ.get("SANDBOX_REQUIRE"))
+        from sandbox.tiers import required
+    except Exception as e:  # noqa: BLE001 - no sandbox package to parse it with
+        if value.strip().lower() in ("", "0", "no", "false"):
+            return ()
+        pytest.fail(f"SANDBOX_REQUIRE={value} but the sandbox package is not importable ({type(e).__name__}: {e})",
+                    pytrace=False)
+    try:
+        return required(value)
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
 
@@ -36,7 +44,11 @@ def sandbox_missing(why: str):
 def expected_tier() -> str | None:
     """The tier a Pool(tier="auto") must pick here: the strongest required one (None when nothing is required)."""
     req = required_tiers()
-    return min(req, key=TIERS.index) if req else None
+    if not req:
+        return None
+    from sandbox.tiers import TIERS
+
+    return min(req, key=TIERS.index)
 
 
 def check_tier(p) -> None:
