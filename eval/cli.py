@@ -8,8 +8,12 @@ from pathlib import Path
 from model.config import ConfigError
 
 
-def parser(doc: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(doc: str, sections: list[str] | None = None) -> argparse.ArgumentParser:
+    """The shared arguments; `--help` ends with the recipe fields (of `sections`, default all; eval/config.py)."""
+    from model.sections import epilog
+
+    ap = argparse.ArgumentParser(description=doc, epilog=epilog("eval", sections or ["target", "longctx", "regression", "heldout"]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--in", dest="inp", type=Path, help="checkpoint directory (manifest.json + hf/): in-process vLLM")
     ap.add_argument("--endpoint", help="OpenAI-compatible base URL instead of --in, e.g. http://127.0.0.1:8000/v1")
     ap.add_argument("--model", help="model name sent to the endpoint (default: the first of GET /models)")
@@ -32,10 +36,12 @@ def fail(msg: str) -> int:
 
 
 def resolve(a, need_tokenizer: bool = False) -> dict:
-    """Validate the target arguments and load the recipe; ConfigError/CheckpointError carry the one-line fix."""
+    """Load the recipe (first: a mistyped key fails before anything is read) and validate the target arguments;
+    ConfigError/CheckpointError carry the one-line fix."""
     from model import manifest
     from model.recipe import load_recipe
 
+    cfg = load_recipe("eval", a.recipe, a.overrides)  # eval/config.py: every key, its default and help
     if bool(a.inp) == bool(a.endpoint):
         raise ConfigError("pass exactly one of --in CHECKPOINT or --endpoint URL")
     if a.endpoint and not a.endpoint.startswith(("http://", "https://")):
@@ -47,8 +53,7 @@ def resolve(a, need_tokenizer: bool = False) -> dict:
             raise ConfigError("--endpoint with long-context tasks needs --tokenizer DIR (the served model's "
                               "tokenizer.json) to make exact lengths")
         a.tokenizer = a.inp / "hf"
-    cfg = load_recipe("eval", a.recipe, a.overrides)
-    t = cfg.setdefault("target", {})
-    a.max_model_len = a.max_model_len or t.get("max_model_len")
-    a.dtype, a.kv_cache_gib, a.tp = t.get("dtype", "float32"), int(t.get("kv_cache_gib", 2)), int(t.get("tp", 1))
+    t = cfg["target"]
+    a.max_model_len = a.max_model_len or t["max_model_len"]
+    a.dtype, a.kv_cache_gib, a.tp = t["dtype"], t["kv_cache_gib"], t["tp"]
     return cfg

@@ -9,6 +9,7 @@ initialise the model; this module does the rest, identically for every stage:
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -22,18 +23,7 @@ import torch
 
 from model import checkpoint, manifest, recipe
 from model.config import ConfigError, ModelConfig, ParallelConfig
-from model.train import OptimConfig
-
-TRAIN_DEFAULTS = {
-    "steps": 300,  # optimizer steps
-    "seq_length": 256,  # tokens per sequence
-    "seed": 1234,  # seeds init, data order and RNG
-    "save_every": 50,  # step checkpoint interval
-    "keep_steps": 2,  # step checkpoints kept in <out>.run
-    "eval_every": 100,  # held-out loss interval (0 = only at the end)
-    "eval_batches": 4,  # global batches of held-out data per evaluation
-    "dtype": "float32",  # float32 | bfloat16 (bf16 on GPU)
-}
+from model.sections import OptimConfig
 
 
 @dataclass
@@ -45,14 +35,13 @@ class RunConfig:
     train: dict = field(default_factory=dict)
 
 
-def resolve(stage_folder: str, recipe_name: str, overrides: list[str], model_dict: dict | None = None) -> RunConfig:
-    """Recipe + overrides -> validated configs. `model_dict` (from the parent checkpoint) wins over the recipe."""
-    cfg = recipe.load_recipe(stage_folder, recipe_name, overrides)
-    train = TRAIN_DEFAULTS | cfg.get("train", {})
-    unknown = set(train) - set(TRAIN_DEFAULTS)
-    if unknown:
-        raise ConfigError(f"unknown train keys {sorted(unknown)}: valid keys are {sorted(TRAIN_DEFAULTS)}")
-    cfg["train"] = train
+def resolve(stage_folder: str, recipe_name: str, overrides: list[str], model_dict: dict | None = None,
+            loaded: dict | None = None) -> RunConfig:
+    """Recipe + overrides -> validated configs. `model_dict` (from the parent checkpoint) wins over the recipe.
+    `loaded`: the recipe already loaded by recipe.load_recipe (scripts load it before reading any input, so a
+    mistyped key fails first). Keys, types and defaults of every section: model/sections.py."""
+    cfg = copy.deepcopy(loaded) if loaded is not None else recipe.load_recipe(stage_folder, recipe_name, overrides)
+    train = cfg["train"]
     if model_dict is not None:
         for k, v in (cfg.get("model") or {}).items():  # a recipe written for another model must not train this one
             if model_dict.get(k) != v:
@@ -61,10 +50,7 @@ def resolve(stage_folder: str, recipe_name: str, overrides: list[str], model_dic
         cfg["model"] = model_dict
     mcfg = ModelConfig.from_dict(cfg.get("model", {}))
     par = ParallelConfig.from_dict(cfg.get("parallel", {}))
-    try:
-        optim = OptimConfig(**cfg.get("optim", {}))
-    except TypeError as e:
-        raise ConfigError(f"optim section: {e} (see model/train.py:OptimConfig for the fields)") from None
+    optim = OptimConfig(**cfg["optim"])
     if optim.warmup_steps >= train["steps"]:
         raise ConfigError(f"optim.warmup_steps={optim.warmup_steps} must be < train.steps={train['steps']}")
     par.validate(mcfg, int(os.environ.get("WORLD_SIZE", "1")), train["seq_length"])

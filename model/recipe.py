@@ -2,8 +2,10 @@
 
     cfg = load_recipe("sft", "tiny_cpu", overrides=["train.steps=20", "parallel.tp=2"])
 
-`--set a.b=v` values are parsed as YAML scalars (numbers, booleans, lists). The resolved config is
-what the stage writes beside its checkpoint, so a run can be repeated from its manifest alone.
+`--set a.b=v` values are parsed as YAML scalars (numbers, booleans, lists). The file, then each override, is
+checked against the stage's typed sections (`<stage>/config.py` SCHEMA, model/sections.py): an unknown key or a
+value of the wrong kind is a one-line ConfigError naming it. The result is a plain dict with every default
+filled in; it is what the stage writes beside its checkpoint, so a run can be repeated from its manifest alone.
 """
 from __future__ import annotations
 
@@ -46,8 +48,23 @@ def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
 
 
 def load_recipe(stage: str, name: str, overrides: list[str] | None = None) -> dict[str, Any]:
-    cfg = yaml.safe_load(recipe_path(stage, name).read_text()) or {}
-    cfg = apply_overrides(cfg, overrides or [])
+    from model import sections
+
+    sec = sections.schema(stage)
+    path = recipe_path(stage, name)
+    cfg = yaml.safe_load(path.read_text()) or {}
+    where = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
+    try:
+        sections.check(sec, cfg, where)
+    except ConfigError as e:
+        raise ConfigError(f"{e} (in {where})") from None
+    for item in overrides or []:  # one at a time, so an error names the --set that caused it
+        cfg = apply_overrides(cfg, [item])
+        try:
+            sections.check(sec, cfg, f"--set {item}")
+        except ConfigError as e:
+            raise ConfigError(f"{e} (--set {item})") from None
+    cfg = sections.check(sec, cfg, where)
     cfg["recipe"] = name
     return cfg
 

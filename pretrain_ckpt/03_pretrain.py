@@ -23,12 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from model import loop, manifest  # noqa: E402
+from model import loop, manifest, sections  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 
 
 def parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("pretrain_ckpt", ["model", "parallel", "optim", "train"]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, required=True, help="corpus dataset (pretrain_ckpt/01_corpus.py)")
     ap.add_argument("--tokenizer", type=Path, required=True, help="tokenizer dir (pretrain_ckpt/02_tokenizer.py)")
     ap.add_argument("--out", type=Path, required=True, help="output checkpoint directory (e.g. checkpoints/base)")

@@ -1,13 +1,16 @@
 """Typed RL config: the recipe's rollout/algo/reward/sched/eval sections (train/parallel/optim are model/loop's).
 
-Every field has a default and a one-line meaning; `RLConfig.from_dict(cfg)` rejects unknown keys and checks the
-cross-field rules before any process, engine or model exists, naming the numbers and the fix.
+Every field has a default and a one-line meaning (its comment, shown by `rl/02_train.py --help`);
+`RLConfig.from_dict(cfg)` checks keys and value kinds the way every recipe is checked (model/sections.py) and the
+cross-field rules, before any process, engine or model exists, naming the numbers and the fix. SCHEMA is the whole
+rl recipe: these sections plus the training sections of model/loop.py.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 
+from model import sections
 from model.config import ConfigError
 
 
@@ -80,6 +83,9 @@ SECTIONS = {"rollout": RolloutConfig, "algo": AlgoConfig, "reward": RewardConfig
             "eval": EvalConfig}
 
 
+SCHEMA = {**sections.training(), **SECTIONS}
+
+
 @dataclass
 class RLConfig:
     rollout: RolloutConfig
@@ -90,15 +96,7 @@ class RLConfig:
 
     @classmethod
     def from_dict(cls, cfg: dict) -> "RLConfig":
-        parts = {}
-        for name, typ in SECTIONS.items():
-            d = dict(cfg.get(name) or {})
-            known = {f.name for f in dataclasses.fields(typ)}
-            unknown = set(d) - known
-            if unknown:
-                raise ConfigError(f"unknown {name} keys {sorted(unknown)}: valid keys are {sorted(known)}")
-            parts[name] = typ(**d)
-        rc = cls(**parts)
+        rc = cls(**{name: typ(**sections.check_section(typ, cfg.get(name), name)) for name, typ in SECTIONS.items()})
         rc.validate()
         return rc
 

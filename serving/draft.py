@@ -96,29 +96,40 @@ def draft_model_dict(recipe_model: dict, target_model: dict) -> dict:
     return d
 
 
-def train(target: Path, data: Path, out: Path, recipe_name: str, overrides: list[str]) -> int:
+def target_manifest(target: Path, verified: str | None) -> dict:
+    """The target's manifest. `verified`: the sha256 of the manifest.json its caller (serving/02_fast.py) has just
+    checked in full; then only that manifest.json is still the same is checked, not every file again."""
+    if verified is None:
+        return manifest.verify(target)
+    if manifest.manifest_hash(target) != verified:
+        raise manifest.CheckpointError(f"{target}/manifest.json changed since it was verified; rerun the fast variant")
+    return json.loads((Path(target) / manifest.MANIFEST).read_text())
+
+
+def train(target: Path, data: Path, out: Path, recipe_name: str, overrides: list[str],
+          verified: str | None = None) -> int:
     """Megatron-Core training of the draft on the distillation set (model.loop: resumable, publishes out/)."""
     from model import hf_io, hf_mapping, loop, recipe
 
-    tm = manifest.verify(target)
+    cfg = recipe.load_recipe("serving", recipe_name, overrides)  # a mistyped key fails before any input is read
+    tm = target_manifest(target, verified)
     tmodel = tm.get("model_config") or hf_io.model_config_from_hf(json.loads((target / "hf" / "config.json").read_text())).to_dict()
-    cfg = recipe.load_recipe("serving", recipe_name, overrides)
-    rc = loop.resolve("serving", recipe_name, overrides, model_dict=draft_model_dict(cfg.get("model", {}), tmodel))
+    rc = loop.resolve("serving", recipe_name, overrides, model_dict=draft_model_dict(cfg.get("model", {}), tmodel),
+                      loaded=cfg)
     seq, seed = rc.train["seq_length"], rc.train["seed"]
     tok = json.loads((target / "hf" / "config.json").read_text())
     pad = tok.get("pad_token_id") if tok.get("pad_token_id") is not None else 0
-    init_cfg = cfg.get("draft_init", {})
+    init_cfg = cfg["draft_init"]
 
     def prepare(_run_dir: Path):
         import datasets
 
-        ds = datasets.load_from_disk(str(data)).train_test_split(test_size=cfg.get("distill", {}).get("val_fraction", 0.1),
-                                                                 seed=seed)
+        ds = datasets.load_from_disk(str(data)).train_test_split(test_size=cfg["distill"]["val_fraction"], seed=seed)
         return Sequences(ds["train"], seq, pad, seed), Sequences(ds["test"], seq, pad, seed + 1)
 
     def init(model):
         state = hf_mapping.init_hf_state(rc.model, seed)
-        if init_cfg.get("target_embeddings", True):  # start in the target's token space when widths match
+        if init_cfg["target_embeddings"]:  # start in the target's token space when widths match
             th, _ = hf_io.load_hf(target / "hf")
             for k in ("model.embed_tokens.weight", "lm_head.weight"):
                 if k in th and th[k].shape == state[k].shape:
@@ -133,6 +144,8 @@ def train(target: Path, data: Path, out: Path, recipe_name: str, overrides: list
 
 
 def main(argv=None) -> int:
+    from model.sections import epilog
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="target's greedy completions on domain prompts -> HF dataset")
@@ -143,7 +156,11 @@ def main(argv=None) -> int:
     g.add_argument("--max-tokens", type=int, default=128, help="completion tokens per prompt")
     g.add_argument("--max-model-len", type=int, default=None, help="vLLM context (default: the model's)")
     g.add_argument("--seed", type=int, default=1234, help="prompt sampling seed")
-    t = sub.add_parser("train", help="train the draft on Megatron-Core")
+    t = sub.add_parser("train", help="train the draft on Megatron-Core", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=epilog("serving", ["distill", "draft_init", "model", "parallel", "optim", "train"]))
+    for p in (g, t):
+        p.add_argument("--target-verified", metavar="SHA256", default=None,
+                       help="sha256 of the target's manifest.json, already verified in full by the caller (02_fast.py)")
     t.add_argument("--target", type=Path, required=True, help="target checkpoint directory")
     t.add_argument("--data", type=Path, required=True, help="dataset from `generate`")
     t.add_argument("--out", type=Path, required=True, help="draft checkpoint directory to publish")
@@ -152,12 +169,12 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         if a.cmd == "generate":
-            manifest.verify(a.target)
+            target_manifest(a.target, a.target_verified)
             manifest.verify(a.data, stage="data")
             prompts = domain_prompts(a.data, a.num_prompts, a.seed)
             print(json.dumps(generate(a.target / "hf", prompts, a.max_tokens, a.out, a.max_model_len)))
             return 0
-        return train(a.target, a.data, a.out, a.recipe, a.overrides)
+        return train(a.target, a.data, a.out, a.recipe, a.overrides, a.target_verified)
     except (ConfigError, manifest.CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -19,22 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from model import manifest, recipe  # noqa: E402
+from model import manifest, recipe, sections  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 from sft.packing import pack, to_example, tokenize_conversation  # noqa: E402
 
-DATA_DEFAULTS = {
-    "mixture": {},  # family -> weight; empty = every family, equal weight
-    "num_demos": 2000,  # demonstrations drawn (with replacement when a family has fewer)
-    "max_length": 1024,  # drop conversations with more tokens than this
-    "pack_length": 1024,  # tokens per packed sequence (= train.seq_length)
-    "val_fraction": 0.05,  # packs held out for the held-out loss
-    "seed": 1234,  # sampling and order
-}
-
-
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("sft", ["data"]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--in", dest="inp", type=Path, required=True, help="domains export directory (has sft/)")
     ap.add_argument("--base", type=Path, required=True, help="base checkpoint (its tokenizer/ is used)")
     ap.add_argument("--out", type=Path, required=True, help="output dataset directory")
@@ -43,9 +34,7 @@ def main(argv=None) -> int:
                     help="override a recipe value, e.g. --set data.num_demos=500")
     a = ap.parse_args(argv)
     try:
-        cfg = DATA_DEFAULTS | recipe.load_recipe("sft", a.recipe, a.overrides).get("data", {})
-        if set(cfg) - set(DATA_DEFAULTS):
-            raise ConfigError(f"unknown data keys {sorted(set(cfg) - set(DATA_DEFAULTS))}: valid {sorted(DATA_DEFAULTS)}")
+        cfg = recipe.load_recipe("sft", a.recipe, a.overrides)["data"]  # sft/config.py: keys, defaults, help
         manifest.verify(a.inp, stage="data")
         manifest.verify(a.base)
         if cfg["max_length"] > cfg["pack_length"]:

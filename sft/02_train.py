@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from model import loop, manifest  # noqa: E402
+from model import loop, manifest, recipe, sections  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 from sft.packing import attention_mask  # noqa: E402
 
@@ -48,7 +48,8 @@ class Packs:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("sft", ["model", "parallel", "optim", "train"]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--in", dest="inp", type=Path, required=True, help="parent checkpoint (checkpoints/base)")
     ap.add_argument("--data", type=Path, required=True, help="packed SFT dataset (sft/01_data.py)")
     ap.add_argument("--out", type=Path, required=True, help="output checkpoint directory (checkpoints/sft)")
@@ -58,9 +59,10 @@ def main(argv=None) -> int:
     ap.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True)")
     a = ap.parse_args(argv)
     try:
+        cfg = recipe.load_recipe("sft", a.recipe, a.overrides)  # a mistyped key fails before any input is read
         parent = manifest.verify(a.inp)
         data_m = manifest.verify(a.data, stage="sft_data")
-        rc = loop.resolve("sft", a.recipe, a.overrides, model_dict=parent["model_config"])
+        rc = loop.resolve("sft", a.recipe, a.overrides, model_dict=parent["model_config"], loaded=cfg)
         pack_len = data_m["config"]["pack_length"]
         if pack_len != rc.train["seq_length"]:
             raise ConfigError(f"train.seq_length={rc.train['seq_length']} != the data's pack_length={pack_len}: "
