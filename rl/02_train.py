@@ -39,7 +39,10 @@ from model.config import ConfigError  # noqa: E402
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from model import sections
+
+    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("rl"),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--in", dest="inp", type=Path, required=True, help="parent checkpoint (checkpoints/sft)")
     ap.add_argument("--data", type=Path, required=True, help="domains export with rl/ and eval/ (data/domains)")
     ap.add_argument("--out", type=Path, required=True, help="output checkpoint directory (checkpoints/rl)")
@@ -78,17 +81,18 @@ def main(argv=None) -> int:
 
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: where is a long step?
     a = parse(argv)
-    from model import loop
+    from model import loop, recipe
     from rl.config import RLConfig
 
     try:
+        loaded = recipe.load_recipe("rl", a.recipe, a.overrides)  # a mistyped key fails before any input is read
         parent = manifest.verify(a.inp)  # any stage with mcore/, hf/, tokenizer/ (normally sft)
         if not (a.data / "manifest.json").exists():
             raise manifest.CheckpointError(f"{a.data}: no domains export manifest; run `make data`")
         data_m = manifest.verify(a.data, stage="data")
         if not (a.data / "rl").is_dir() or not (a.data / "eval").is_dir():
             raise manifest.CheckpointError(f"{a.data}: missing rl/ or eval/; re-export with `python -m domains export`")
-        rc = loop.resolve("rl", a.recipe, a.overrides, model_dict=parent["model_config"])
+        rc = loop.resolve("rl", a.recipe, a.overrides, model_dict=parent["model_config"], loaded=loaded)
         cfg = RLConfig.from_dict(rc.cfg)
         ws = int(os.environ.get("WORLD_SIZE", "1"))
         cfg.check_batch(rc.parallel.global_batch_size, rc.parallel.micro_batch_size,
