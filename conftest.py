@@ -10,3 +10,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # installs with --no-compile, so otherwise this process and every vLLM/Megatron subprocess recompile them.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+# session fixtures shared across stages' tests (micro chain, memorised export, a target that passes tasks)
+pytest_plugins = ["tests.trained_fixtures"]

@@ -14,6 +14,8 @@ prompt, short formulaic answer, for tiny models; 3 = long / multi-step / real co
     d.process_rewards(task, traj)                    # one value in [0,1] per assistant message
     env = d.make_env(task, pool)                     # multi-turn: env.step({"name", "arguments"}) -> str; env.close()
     domains.rollout(d, task, generate=fn, pool=pool) # the RL/eval loop around any text generator
+    from domains import evaluate                     # the one evaluation protocol every stage calls:
+    evaluate.summarize(evaluate.run(target, evaluate.eval_items(export_dir, 2), pool))  # pass rates, ci95, pass@k
 
 Contracts
 - Task (core.py): domain, family, seed, difficulty, messages, tools, max_turns + hidden answer, tests,

@@ -8,6 +8,8 @@
     trajs = rollout_batch([(d, task), ...], generate_batch=lambda convs: [my_model(c) for c in convs])
     # long-running (sandbox) tasks: a queue of `max_active` at a time, each cut at `budget_s` seconds of wall time
     trajs = rollout_batch(items, generate_batch, pool, max_active=2, budget_s=120)
+    # both at once, what RL and every evaluation run: a lockstep lane and a sandbox lane, one generator per lane
+    trajs = rollout_lanes(items, make_generate=lambda lane: generate_batch, pool=pool, slots=2, budget_s=120)
 
 `generate(messages) -> str` returns the raw assistant text (up to <|im_end|>). A malformed tool call is kept
 as the assistant's text and answered by a tool message named "error", so the policy can recover.
@@ -190,4 +192,51 @@ def rollout_batch(items: list[tuple[Domain, Task]], generate_batch: Callable[[li
         for i, env in enumerate(envs):
             if env is not None and i not in owned_by_thread:
                 env.close()
+    return trajs
+
+
+def rollout_lanes(items: list[tuple[Domain, Task]], make_generate: Callable[[int], Callable], pool: Any = None, *,
+                  slots: int = 2, budget_s: float | None = None, tool_retries: int | None = None,
+                  retry_backoff_s: float | None = None) -> list[list[dict]]:
+    """rollout_batch in two lanes at the same time, what RL's rollouts and every evaluation run on.
+
+    Lane 0: every rollout without a sandbox session, in one lockstep batch (one generate call per turn).
+    Lane 1: tool environments that hold a sandbox session, a queue of `slots` at a time (a freed slot goes to the
+    next one), each with a wall budget of `budget_s` (None = no budget; past it the rollout is cut and marked infra).
+    make_generate(lane) gives each lane its own generate_batch, so seeds can be drawn per lane and the samples do
+    not depend on how the lanes interleave; calls into the generator are serialised under one lock (one engine)."""
+    lock = threading.Lock()
+
+    def locked(gen: Callable) -> Callable:
+        def call(convs):
+            with lock:
+                return gen(convs)
+        return call
+
+    hold = {i for i, (d, t) in enumerate(items) if d.needs_sandbox and t.tools}
+    long_idx = sorted(hold)
+    fast_idx = [i for i in range(len(items)) if i not in hold]
+    trajs: list[list[dict]] = [[] for _ in items]
+    opts = dict(tool_retries=tool_retries, retry_backoff_s=retry_backoff_s)
+    failed: list[BaseException] = []
+
+    def run(idx: list[int], lane: int, **kw) -> None:
+        if idx:
+            for i, tr in zip(idx, rollout_batch([items[i] for i in idx], locked(make_generate(lane)), pool, **opts, **kw)):
+                trajs[i] = tr
+
+    def long_lane() -> None:
+        try:
+            run(long_idx, 1, max_active=max(1, slots), budget_s=budget_s or None)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            failed.append(e)
+
+    thread = threading.Thread(target=long_lane, daemon=True)
+    if long_idx:
+        thread.start()
+    run(fast_idx, 0)
+    if long_idx:
+        thread.join()
+    if failed:
+        raise failed[0]
     return trajs

@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     results.write(a.out, "eval.regression", {"target": target.name, **out}, measured=a.inp)
     for dim, s in out["summary"].items():
         pr = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
-        print(f"{dim:<10} pass {pr:>7} ({s['passed']}/{s['scored']})  mean steps {s['mean_steps']:.2f}  "
+        print(f"{dim:<10} pass {pr:>7} ({s['passed']}/{s['scored']})  mean turns {s['mean_turns']:.2f}  "
               f"errors {s['errors']}  infra {s['infra_errors']}")
     if a.baseline:
         import json

@@ -6,7 +6,7 @@
         --set heldout.n=16 --set "heldout.k=[1,4,16]"
 
 Tasks: every held-out domain (domains split "heldout") x per_domain seeds from 6_000_000 at the recipe's
-difficulty. Single-turn tasks use vLLM's n samples per request; tool tasks run n independent rollouts.
+difficulty, each as n independent seeded rollouts under the one evaluation protocol (domains/evaluate.py).
 """
 from __future__ import annotations
 

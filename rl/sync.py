@@ -65,5 +65,5 @@ def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path) -> dict:
     t0 = time.perf_counter()
     nbytes = write_hf(ddp, mcfg, out_dir, tokenizer_dir)
     t1 = time.perf_counter()
-    reload_s = engine.reload(out_dir) if (engine is not None and parallel.is_rank0()) else 0.0
+    reload_s = engine.reload_weights(out_dir) if (engine is not None and parallel.is_rank0()) else 0.0
     return {"export_s": t1 - t0, "reload_s": reload_s, "sync_s": time.perf_counter() - t0, "sync_bytes": nbytes}

@@ -1,16 +1,15 @@
 """Multi-turn rollouts whose trained tokens are exactly the sampled ones.
 
-domains.rollout_batch runs the tool loop (parse tool calls, step the environment, error feedback on invalid
-calls, max turns). Here its `generate_batch` callback is backed by token ids: every conversation is rendered
+domains.rollout.rollout_lanes runs the tool loop (parse tool calls, step the environment, error feedback on
+invalid calls, max turns) in two lanes. Here its `generate_batch` callback is backed by token ids: every conversation is rendered
 with domains/chat.render_segments, and each trainable segment (an assistant body + <|im_end|>) is replaced by
 the ids the engine sampled for that turn. The prompt the engine sees at turn k and the sequence the trainer
 scores are therefore the same ids, and `action_mask` marks exactly the sampled ones.
 
-Two lanes run at the same time: all rollouts without a sandbox session in one lockstep batch, and the tool
-environments that hold a sandbox session in their own queue (`sandbox_slots` at a time, a freed slot goes to the
-next one) where each rollout has a wall-clock budget (`long_timeout_s`): past it the rollout is cut and marked
-as an infra error (excluded from advantages, counted), so a slow or hung sandbox cannot stall the step. The lanes
-share the engine under a lock; each lane has its own seed stream, so its samples do not depend on interleaving.
+The lanes (rollout_lanes): all rollouts without a sandbox session in one lockstep batch, and the tool
+environments that hold a sandbox session in their own queue (`sandbox_slots` at a time) where each rollout has a
+wall-clock budget (`long_timeout_s`): past it the rollout is cut and marked as an infra error (excluded from
+advantages, counted), so a slow or hung sandbox cannot stall the step. Each lane has its own seed stream.
 
 Items are told apart by object identity: each rollout gets its own deep copy of its Task, so the first
 message dict of a conversation identifies the rollout even when a group repeats one task n times.
@@ -18,12 +17,14 @@ message dict of a conversation identifies the rollout even when a group repeats 
 from __future__ import annotations
 
 import copy
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from domains import chat
 from domains.core import Domain, Task
+from domains.rollout import rollout_lanes, stats
+
+LANE_SEEDS = (0, 500_009)  # seed offsets of the lockstep lane and the sandbox lane (domains.rollout.rollout_lanes)
 
 
 @dataclass
@@ -31,7 +32,7 @@ class Rollout:
     domain: Domain
     task: Task
     messages: list[dict] = field(default_factory=list)  # trajectory after the prompt (domains' format)
-    turns: list = field(default_factory=list)  # rollout_worker.Sample per assistant turn
+    turns: list = field(default_factory=list)  # model.vllm_engine.Completion per assistant turn
     tokens: list[int] = field(default_factory=list)  # full sequence: prompt, turns, observations
     action_mask: list[int] = field(default_factory=list)  # 1 where tokens[i] was sampled by the policy
     rollout_logprobs: list[float] = field(default_factory=list)  # engine logprob at sampled positions, else 0
@@ -103,64 +104,34 @@ def rollout(engine, renderer: Renderer, items: list[tuple[Domain, Task]], *, n: 
 
     Tool environments that hold a sandbox slot run in the long lane (see the module doc; long_timeout_s 0 = no
     budget); all other rollouts run in one lockstep batch (one engine call per turn) at the same time."""
-    import domains
-    from domains.rollout import stats
-
     outs = [Rollout(d, copy.deepcopy(t)) for d, t in items for _ in range(n)]
     for r in outs:  # a turn cap makes a task stricter, never easier: the verifier checks the same copy
         if max_turns:
             r.task.max_turns = min(r.task.max_turns, max_turns)
     by_id = {id(r.task.messages[0]): r for r in outs}
-    engine_lock = threading.Lock()  # one engine (a pipe to its process) and one tokenizer for both lanes
 
-    def lane_generate(seed_base: int):
-        calls = [0]
+    def lane_generate(lane: int):
+        seed_base, calls = LANE_SEEDS[lane], [0]
 
         def generate_batch(convs: list[list[dict]]) -> list[str]:
-            with engine_lock:
-                rs = [by_id[id(c[0])] for c in convs]
-                prompts = [renderer.build(r.task.messages, c, r.turns, True)[0] for c, r in zip(convs, rs)]
-                s = None if seed is None else seed + seed_base + 7919 * calls[0]  # fresh per call, reproducible
-                calls[0] += 1
-                got = engine.generate(prompts, n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-                                      seed=s)
-                texts = []
-                for r, g in zip(rs, got):
-                    sample = g[0]
-                    r.turns.append(sample)
-                    r.truncated |= sample.finish_reason != "stop"
-                    texts.append(renderer.text(sample))
-                return texts
+            rs = [by_id[id(c[0])] for c in convs]
+            prompts = [renderer.build(r.task.messages, c, r.turns, True)[0] for c, r in zip(convs, rs)]
+            s = None if seed is None else seed + seed_base + 7919 * calls[0]  # fresh per call, reproducible
+            calls[0] += 1
+            got = engine.generate(prompts, n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=s)
+            texts = []
+            for r, g in zip(rs, got):
+                sample = g[0]
+                r.turns.append(sample)
+                r.truncated |= sample.finish_reason != "stop"
+                texts.append(renderer.text(sample))
+            return texts
         return generate_batch
 
-    opts = dict(tool_retries=tool_retries, retry_backoff_s=retry_backoff_s)
-
-    def run_lane(idx: list[int], gen, **kw) -> None:
-        if idx:
-            trajs = domains.rollout_batch([(outs[i].domain, outs[i].task) for i in idx], gen, pool, **opts, **kw)
-            for i, tr in zip(idx, trajs):
-                outs[i].messages = tr
-
-    hold_set = {i for i, r in enumerate(outs) if r.domain.needs_sandbox and r.task.tools}
-    long_idx = sorted(hold_set)
-    fast_idx = [i for i in range(len(outs)) if i not in hold_set]
-    failed: list[BaseException] = []
-
-    def long_lane() -> None:
-        try:
-            run_lane(long_idx, lane_generate(500_009), max_active=max(1, sandbox_slots),
-                     budget_s=long_timeout_s or None)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            failed.append(e)
-
-    lane = threading.Thread(target=long_lane, daemon=True)
-    if long_idx:
-        lane.start()
-    run_lane(fast_idx, lane_generate(0))
-    if long_idx:
-        lane.join()
-    if failed:
-        raise failed[0]
+    trajs = rollout_lanes([(r.domain, r.task) for r in outs], lane_generate, pool, slots=sandbox_slots,
+                          budget_s=long_timeout_s or None, tool_retries=tool_retries, retry_backoff_s=retry_backoff_s)
+    for r, tr in zip(outs, trajs):
+        r.messages = tr
     for r in outs:
         st = stats(r.messages)
         r.tool_retries, r.infra_error, r.cut = st["tool_retries"], st["infra_error"], st["cut"]

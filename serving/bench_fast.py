@@ -7,14 +7,14 @@
     # cluster: the same script on a GPU node (batches 1, 8, 64 by default)
     python serving/bench_fast.py --fast checkpoints/fast --data data/domains --out results/bench/fast.json --reps 5
 
-Each variant runs in its own vLLM engine process (serving/workers.py), both alive at once, and the
+Each variant runs in its own vLLM engine process (serving.server.engine_process), both alive at once, and the
 measurements interleave: every repetition runs every batch size on both sides, alternating which
 side goes first, so load from other processes hits both alike. Output tok/s is batch x max_tokens /
 wall time with ignore_eos (every side generates exactly the same number of tokens); the ratio is
 fast / standard of the per-side medians. Tokens per CPU-second of the engine process (all its threads)
 are recorded too: less sensitive than wall time to other processes on a shared CPU. Also recorded: mean acceptance length (1 + accepted /
 drafts, vLLM's counters), greedy token agreement of fast with standard on the same prompts, the
-pass rate of both on the domains eval split (serving/quality.py), and the load average (a shared
+pass rate of both on the domains eval split (the one protocol, domains/evaluate.py), and the load average (a shared
 CPU makes absolute numbers unreliable; the ratio is what is comparable).
 """
 from __future__ import annotations
@@ -77,7 +77,6 @@ def main(argv=None) -> int:
     ap.add_argument("--ablations", action="store_true", help="also time " + ", ".join(ABLATIONS))
     ap.add_argument("--sides", default="", help="explicit sides, e.g. standard,fast,spec_only (default: standard,fast "
                                                   "[+ quant_only,spec_only with --ablations])")
-    ap.add_argument("--log-dir", type=Path, default=None, help="engine logs (default: next to --out)")
     a = ap.parse_args(argv)
     try:
         fm = manifest.verify(a.fast, stage="fast")
@@ -93,11 +92,9 @@ def main(argv=None) -> int:
     except (manifest.CheckpointError, ValueError, TypeError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from serving import quality
-    from serving.workers import Worker
+    from domains import evaluate
+    from serving.server import engine_process
 
-    log_dir = a.log_dir or a.out.parent
-    log_dir.mkdir(parents=True, exist_ok=True)
     prompts = eval_prompts(a.data, max(batches))
     load_before = os.getloadavg()
     known = {"standard": dict(ckpt=std), "fast": dict(ckpt=a.fast), "quant_only": dict(ckpt=a.fast, speculative=False),
@@ -109,8 +106,8 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     try:
         for name, kw in sides.items():
-            workers[name] = Worker(kw.pop("ckpt"), log=log_dir / f"bench_fast_{name}.log", **kw)
-            workers[name].call("generate", prompts=prompts[:2], max_tokens=8, ignore_eos=True)  # warm-up
+            workers[name] = engine_process(kw.pop("ckpt"), **kw)
+            workers[name].timed_generate(prompts[:2], max_tokens=8, ignore_eos=True)  # warm-up
         runs: dict = {n: {b: [] for b in batches} for n in sides}
         cpu_runs: dict = {n: {b: [] for b in batches} for n in sides}
         spec: dict = {n: {b: {} for b in batches} for n in sides}
@@ -120,7 +117,7 @@ def main(argv=None) -> int:
             order = names if rep % 2 == 0 else names[::-1]
             for b in batches:
                 for n in order:
-                    r = workers[n].call("generate", prompts=prompts[:b], max_tokens=a.max_tokens, ignore_eos=True)
+                    r = workers[n].timed_generate(prompts[:b], max_tokens=a.max_tokens, ignore_eos=True)
                     runs[n][b].append(b * a.max_tokens / r["seconds"])
                     cpu_runs[n][b].append(b * a.max_tokens / max(r["cpu_seconds"], 1e-9))
                     for k, v in r["spec"].items():
@@ -131,13 +128,17 @@ def main(argv=None) -> int:
         if not a.no_quality:
             from domains.sandboxing import available, make_pool
 
-            items = quality.eval_items(a.data, a.per_domain, [f for f in a.families.split(",") if f] or None)
+            items = evaluate.eval_items(a.data, a.per_domain, families=[f for f in a.families.split(",") if f] or None)
             pool = make_pool(2) if available() else None
             try:
-                for n in ("standard", "fast"):
-                    gen = lambda convs, w=workers[n]: w.call("chat", convs=convs, max_tokens=a.quality_max_tokens)["texts"]  # noqa: E731
+                for n in ("standard", "fast"):  # the one evaluation protocol, greedy, on each side's engine
                     t0 = time.perf_counter()
-                    pass_rates[n] = {**quality.pass_rate(gen, items, pool), "seconds": time.perf_counter() - t0}
+                    recs = evaluate.run(evaluate.EngineTarget(workers[n], n), items, pool,
+                                        max_tokens=a.quality_max_tokens, slots=2)
+                    pass_rates[n] = {**evaluate.summarize(recs, by=("family",))["all"],
+                                     "per_family": {f: c["pass_rate"] for f, c in
+                                                    evaluate.summarize(recs, by=("family",)).items() if f != "all"},
+                                     "seconds": time.perf_counter() - t0}
                     print(f"pass rate {n}: {pass_rates[n]['pass_rate']} on {pass_rates[n]['tasks']} tasks", flush=True)
             finally:
                 if pool is not None:

@@ -42,6 +42,24 @@ def llm_kwargs(cfg: dict) -> dict:
     return {k: v for k, v in cfg.items() if k not in ("model", "max_model_len", "dtype")}
 
 
+def engine_process(ckpt: Path, *, model: Path | None = None, speculative: bool | dict = True, kv_cache_gib: int = 1,
+                   max_model_len: int | None = None):
+    """The served configuration of ckpt in its own engine process (model.vllm_engine.EngineProcess), so a benchmark
+    holds the standard and the fast variant side by side. model: another target (e.g. the draft on the
+    unquantized target); speculative: True = serving.json's, False = none, a dict = this speculative_config."""
+    from model.vllm_engine import EngineProcess
+
+    cfg = serving_config(ckpt)
+    kw = llm_kwargs(cfg)
+    if speculative is False:
+        kw.pop("speculative_config", None)
+    elif isinstance(speculative, dict):
+        kw["speculative_config"] = speculative
+    return EngineProcess(Path(model) if model else Path(cfg["model"]), dtype=cfg.get("dtype", "float32"),
+                         kv_cache_gib=kv_cache_gib, max_model_len=max_model_len,
+                         llm_kwargs={"disable_log_stats": False, **kw})  # stats on: the speculative counters
+
+
 def command(ckpt: Path, *, host: str = "127.0.0.1", port: int = 8000, name: str | None = None,
             max_model_len: int | None = None) -> list[str]:
     cfg = serving_config(ckpt)

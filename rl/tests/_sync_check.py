@@ -2,7 +2,7 @@
 
     python rl/tests/_sync_check.py SFT_CKPT OUT_JSON
 
-Trainer = Megatron model loaded from SFT_CKPT/mcore; engine = rl.rollout_worker on SFT_CKPT/hf. Records:
+Trainer = Megatron model loaded from SFT_CKPT/mcore; engine = model.vllm_engine.EngineProcess on SFT_CKPT/hf. Records:
 engine vs trainer logprobs of fixed tokens before the update, after three GRPO updates + sync, and the greedy
 output before, after, and after copying the old weights back into the trainer and syncing them (the same
 sync path, not a reload of the original HF directory).
@@ -22,7 +22,7 @@ def main(ckpt: Path, out: Path) -> None:
     from model.config import ModelConfig, ParallelConfig
     from rl import policy, sync
     from rl.config import AlgoConfig
-    from rl.rollout_worker import RolloutEngine
+    from model.vllm_engine import EngineProcess
 
     mcfg = ModelConfig.from_dict(json.loads((ckpt / "model_config.json").read_text()))
     par = ParallelConfig(micro_batch_size=2, global_batch_size=2)
@@ -53,7 +53,7 @@ def main(ckpt: Path, out: Path) -> None:
 
     res = {}
     sdir = sync.sync_dir()
-    with RolloutEngine(ckpt / "hf", max_model_len=256, seed=0) as eng:
+    with EngineProcess(ckpt / "hf", max_model_len=256, seed=0) as eng:
         before_engine = eng.score(fixed)
         before_trainer = trainer_lps()
         res["before_err"] = err(before_engine, before_trainer)

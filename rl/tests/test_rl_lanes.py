@@ -11,7 +11,7 @@ from domains import chat
 from domains.core import Domain, Reward, Task, ToolInfraError, tool
 from rl.config import RewardConfig
 from rl.rewards import score_all
-from rl.rollout_worker import Sample
+from model.vllm_engine import Completion
 from rl.trajectory import Renderer, lane_metrics, rollout
 
 CALL = '<tool_call>{"name": "ping", "arguments": {}}</tool_call>'
@@ -56,7 +56,7 @@ class PingEngine:
             turn = self.tok.decode(p).count(chat.ASSISTANT_PREFIX) - 1
             ids = self.tok(CALL if turn == 0 else "done", add_special_tokens=False)["input_ids"]
             ids.append(self.tok.convert_tokens_to_ids(chat.IM_END))
-            out.append([Sample(ids, [-0.1] * len(ids), "stop")])
+            out.append([Completion("", ids, [-0.1] * len(ids), "stop")])
         return out
 
 

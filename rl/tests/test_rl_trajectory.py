@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import domains
 from domains import chat
-from rl.rollout_worker import Sample
+from model.vllm_engine import Completion
 from rl.trajectory import Renderer, rollout
 
 
@@ -29,7 +29,7 @@ class ScriptedEngine:
                     ids += [self.tok.convert_tokens_to_ids(chat.TOOL_CALL_END)] if ch == "\0" else \
                         self.tok(ch, add_special_tokens=False)["input_ids"]
             ids.append(end)
-            out.append([Sample(ids, [-0.5] * len(ids), "stop")])
+            out.append([Completion("", ids, [-0.5] * len(ids), "stop")])
         return out
 
 
@@ -67,8 +67,8 @@ def test_group_copies_are_independent(tok_dir):
 
         def generate(self, prompts, n, temperature, top_p, max_tokens, seed):
             Echo.calls += 1
-            return [[Sample(tok("Answer: " + str(i), add_special_tokens=False)["input_ids"]
-                            + [tok.convert_tokens_to_ids(chat.IM_END)], [0.0] * 4, "stop")] for i in range(len(prompts))]
+            return [[Completion("", tok("Answer: " + str(i), add_special_tokens=False)["input_ids"]
+                                + [tok.convert_tokens_to_ids(chat.IM_END)], [0.0] * 4, "stop")] for i in range(len(prompts))]
 
     rs = rollout(Echo(), Renderer(tok), [(d, task)], n=3, temperature=1.0, top_p=1.0, max_tokens=8, seed=0)
     assert [r.messages[-1]["content"] for r in rs] == ["Answer: 0", "Answer: 1", "Answer: 2"]
