@@ -9,10 +9,10 @@ from model.config import ConfigError
 
 
 def parser(doc: str, sections: list[str] | None = None) -> argparse.ArgumentParser:
-    """The shared arguments; `--help` ends with the recipe fields (of `sections`, default all; eval/config.py)."""
+    """The shared arguments; `--help` ends with the recipe fields (of `sections`, default all: eval/config.py)."""
     from model.sections import epilog
 
-    ap = argparse.ArgumentParser(description=doc, epilog=epilog("eval", sections or ["target", "longctx", "regression", "heldout"]),
+    ap = argparse.ArgumentParser(description=doc, epilog=epilog("eval", sections),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--in", dest="inp", type=Path, help="checkpoint directory (manifest.json + hf/): in-process vLLM")
     ap.add_argument("--endpoint", help="OpenAI-compatible base URL instead of --in, e.g. http://127.0.0.1:8000/v1")

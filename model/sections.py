@@ -73,6 +73,9 @@ def cluster() -> Partial:
     return Partial(ClusterConfig, types=False, note="read by the Slurm launcher, python -m launch (launch/README.md)")
 
 
+LOOP = ["model", "parallel", "optim", "train"]  # the sections model/loop.py reads
+
+
 def training() -> dict:
     """The sections of every stage that trains through model/loop.py."""
     return {"model": Partial(ModelConfig, note="the architecture; a stage after the base takes it from its input "

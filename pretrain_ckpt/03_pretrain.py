@@ -28,7 +28,7 @@ from model.config import ConfigError  # noqa: E402
 
 
 def parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("pretrain_ckpt", ["model", "parallel", "optim", "train"]),
+    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("pretrain_ckpt", sections.LOOP),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, required=True, help="corpus dataset (pretrain_ckpt/01_corpus.py)")
     ap.add_argument("--tokenizer", type=Path, required=True, help="tokenizer dir (pretrain_ckpt/02_tokenizer.py)")

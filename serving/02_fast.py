@@ -118,8 +118,8 @@ def main(argv=None) -> int:
                 from safetensors.torch import load_file
 
                 d = cfg["distill"]
-                gen = run([sys.executable, "-m", "serving.draft", "generate", "--target", str(a.inp), "--data", str(a.data),
-                           "--target-verified", target_sha, "--out", str(tmp / "distill"),
+                gen = run([sys.executable, "-m", "serving.draft", "generate", "--target", str(a.inp),
+                           "--target-verified", target_sha, "--data", str(a.data), "--out", str(tmp / "distill"),
                            "--num-prompts", str(d["num_prompts"]), "--max-tokens", str(d["max_tokens"]),
                            "--seed", str(d["seed"])])
                 metrics["distill"] = json.loads(gen.strip().splitlines()[-1])

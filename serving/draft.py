@@ -144,7 +144,7 @@ def train(target: Path, data: Path, out: Path, recipe_name: str, overrides: list
 
 
 def main(argv=None) -> int:
-    from model.sections import epilog
+    from model.sections import LOOP, epilog
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -157,7 +157,7 @@ def main(argv=None) -> int:
     g.add_argument("--max-model-len", type=int, default=None, help="vLLM context (default: the model's)")
     g.add_argument("--seed", type=int, default=1234, help="prompt sampling seed")
     t = sub.add_parser("train", help="train the draft on Megatron-Core", formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog=epilog("serving", ["distill", "draft_init", "model", "parallel", "optim", "train"]))
+                       epilog=epilog("serving", ["distill", "draft_init"] + LOOP))
     for p in (g, t):
         p.add_argument("--target-verified", metavar="SHA256", default=None,
                        help="sha256 of the target's manifest.json, already verified in full by the caller (02_fast.py)")

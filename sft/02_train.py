@@ -48,7 +48,7 @@ class Packs:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("sft", ["model", "parallel", "optim", "train"]),
+    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("sft", sections.LOOP),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--in", dest="inp", type=Path, required=True, help="parent checkpoint (checkpoints/base)")
     ap.add_argument("--data", type=Path, required=True, help="packed SFT dataset (sft/01_data.py)")

@@ -36,9 +36,9 @@ def test_mistyped_recipe_file_key_is_refused_by_name(tmp_path):
 
 
 def test_draft_training_refuses_a_mistyped_set_by_name(tmp_path):
-    r = run([sys.executable, "-m", "serving.draft", "train", "--target", str(tmp_path / "t"), "--data", str(tmp_path / "d"),
-             "--out", str(tmp_path / "draft"), "--recipe", "micro_cpu", "--set", "draft_init.target_embedding=false"],
-            timeout=300)
+    r = run([sys.executable, "-m", "serving.draft", "train", "--target", str(tmp_path / "t"),
+             "--data", str(tmp_path / "d"), "--out", str(tmp_path / "draft"), "--recipe", "micro_cpu",
+             "--set", "draft_init.target_embedding=false"], timeout=300)
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and len(lines) == 1 and "draft_init.target_embedding is not a key" in lines[0], r.stderr
     assert list(tmp_path.iterdir()) == []
