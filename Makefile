@@ -53,11 +53,34 @@ test: setup ## run the test suite (what CI runs)
 test-fast: setup ## the suite without tests marked slow
 	$(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS)
 
-demo: setup base sft eval-sft rl fast eval figures ## the main job on the tiny default: base -> SFT -> RL -> fast variant -> eval -> figures
+# what demo makes before the figures (they read the results files of all of these)
+DEMO := base sft eval-sft rl fast eval
+demo: setup $(DEMO) figures ## the main job on the tiny default: base -> SFT -> RL -> fast variant -> eval -> figures
 	@echo "demo done: checkpoints in $(CKPT)/{base,sft,rl,fast}, results in $(RESULTS)/, figures in $(FIGURES)/"
 
+# $(call defined,X): the variable X if the Makefile defines it, else empty (no undefined-variable warning)
+defined = $(if $(filter undefined,$(origin $(1))),,$($(1)))
 # $(call per_recipe,X): the variable X_<RECIPE> if the Makefile defines one for this recipe, else empty
-per_recipe = $(if $(filter undefined,$(origin $(1)_$(RECIPE))),,$($(1)_$(RECIPE)))
+per_recipe = $(call defined,$(1)_$(RECIPE))
+
+# The checkpoints the goals of this make build (a goal builds its stage and those before it), decided before any
+# rule runs, so that under -j what reads a checkpoint without building it waits for it: `make eval` evaluates these
+# beside those present, and $(call after,STAGES) names the manifests of those of STAGES being built here.
+BUILDS_demo := base sft rl fast
+BUILDS_base := base
+BUILDS_import-base := base
+BUILDS_sft-data := base
+BUILDS_sft := base sft
+BUILDS_eval-sft := base sft
+BUILDS_rl := base sft rl
+BUILDS_rl-scaling := base sft
+BUILDS_rl-sched-ablation := base sft
+BUILDS_rl-experiments := base sft
+BUILDS_fast := base sft fast
+BUILDS_bench-fast := base sft fast
+BUILDS_export := base sft export
+BUILDING := $(sort $(foreach g,$(MAKECMDGOALS),$(call defined,BUILDS_$(g))))
+after = $(foreach s,$(1),$(if $(filter $(s),$(BUILDING)),$(CKPT)/$(s)/manifest.json))
 # corpus and tokenizer sizes per recipe (the micro recipe is the CI smoke chain; others use the defaults).
 # The tiny default mixes in the domains export's corpus/ split (mid-training text of the train domains, never the
 # held-out ones): the same SFT from a base with it passed 20/240 train-domain tasks, from one without 9/240 (README)

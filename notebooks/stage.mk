@@ -5,6 +5,8 @@ FIGURES ?= figures## where `make figures` writes PNGs and the executed notebooks
 
 .PHONY: figures reference
 
+# the notebooks read every results file: under -j they wait for the other goals of the same make (demo: its steps)
+figures: | $(filter-out figures demo,$(MAKECMDGOALS)) $(if $(filter demo,$(MAKECMDGOALS)),$(DEMO))
 figures: | setup ## run every notebook headless -> figures/*.png (fresh results/, else results/reference/)
 	$(PY) -m notebooks --results $(RESULTS) --figures $(FIGURES)
 

@@ -20,7 +20,7 @@ $(RESULTS)/rl/experiments/scheduler.json: $(CKPT)/sft/manifest.json $(DATA)/doma
 
 rl-experiments: rl-scaling rl-sched-ablation ## both RL experiments -> results/rl/experiments/
 
-bench-rl: setup ## vLLM vs transformers rollout tok/s, weight-sync s vs bytes, RL step split -> results/bench/rl.json
+bench-rl: setup | $(call after,sft rl) ## vLLM vs transformers rollout tok/s, weight-sync s vs bytes, RL step split -> results/bench/rl.json
 	$(PRELOAD)$(PY) rl/bench_rl.py --in $(CKPT)/sft --out $(RESULTS)/bench/rl.json --metrics $(RESULTS)/rl/metrics.jsonl
 
 test-rl: setup ## the rl/ tests only

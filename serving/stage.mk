@@ -17,6 +17,16 @@ $(CKPT)/fast/manifest.json: $(CKPT)/$(SERVE_FROM)/manifest.json $(DATA)/domains/
 	$(PRELOAD)$(PY) serving/02_fast.py --in $(CKPT)/$(SERVE_FROM) --data $(DATA)/domains --out $(CKPT)/fast --results $(RESULTS) \
 		--recipe $(RECIPE) --nproc $(NPROC)
 
+# export's and fast's model cards list the results files measuring SERVE_FROM that exist when the card is written.
+# Under -j the evals of SERVE_FROM made by the same make would race the card: they come after it, as in the
+# sequential demo (fast, then eval). The quick evals are base's and sft's (sft/stage.mk): rl/02_train.py writes
+# results/rl/eval.json itself, with the rl checkpoint.
+SERVE_CARDS := $(call after,export fast)
+ifneq ($(SERVE_CARDS),)
+$(RESULTS)/eval/$(SERVE_FROM).json $(if $(filter base sft,$(SERVE_FROM)),$(RESULTS)/$(SERVE_FROM)/eval.json): | $(SERVE_CARDS)
+endif
+
+serve serve-smoke: | $(call after,$(SERVE))
 serve: setup ## OpenAI API on 127.0.0.1:PORT for $(CKPT)/$(SERVE) until Ctrl-C (waits for /health, prints the URL)
 	@test -f $(CKPT)/$(SERVE)/manifest.json || { echo "error: $(CKPT)/$(SERVE) is missing: run \`make $(SERVE)\` first" >&2; exit 2; }
 	$(PRELOAD)$(PY) serving/03_serve.py --in $(CKPT)/$(SERVE) --port $(PORT)

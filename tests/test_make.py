@@ -1,0 +1,127 @@
+"""The Makefile's chain is safe under `make -j`: every input of a step is decided before any rule runs and is
+made before the step reads it. Checked on make's own dry run of a fresh clone (`make -n -p --trace GOAL`): for each
+step, every other step writing what it reads is one of its (transitive) prerequisites. Cheap: no command runs.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# flags naming what a step reads; --out (and rl's --results) name what it writes
+READS = ("--in", "--data", "--base", "--corpus", "--tokenizer", "--fast", "--metrics", "--results")
+WRITES = {"--out"}
+WRITES_BY_SCRIPT = {"rl/02_train.py": {"--results"}}
+# the model cards of fast and export list the results files measuring their target that exist when written: a
+# writer of those may come before or after the card (the sequential demo's order: after), never beside it
+CARD_SCRIPTS = ("serving/02_fast.py", "serving/01_export.py")
+
+
+def dry_run(tmp: Path, *goals: str, extra: tuple = ()) -> tuple[dict, dict]:
+    """({target: (prerequisites, order-only)}, {target: its command's words}) of make's plan on an empty tree."""
+    args = [f"CKPT={tmp}/ck", f"DATA={tmp}/data", f"RESULTS={tmp}/r", f"FIGURES={tmp}/f", "RECIPE=micro_cpu", *extra]
+    out = subprocess.run(["make", "-n", "-p", "--trace", *goals, *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120).stdout
+    graph, cmds, target = {}, {}, None
+    for line in out.splitlines():
+        m = re.match(r"^\S+:\d+: (?:update target '([^']+)'|target '([^']+)' does not exist)", line)
+        if m:
+            target = m.group(1) or m.group(2)
+            cmds[target] = []
+            continue
+        if line.startswith("# Make data base"):
+            target = None
+        elif target is not None and line.strip():
+            cmds[target] += shlex.split(line.rstrip("\\"))
+        m = re.match(r"^([^\s#:=][^:=]*?):(?![:=])\s*(.*)$", line)
+        if m and target is None:
+            normal, _, order = m.group(2).partition("|")
+            graph[m.group(1)] = (normal.split(), order.split())
+    return graph, cmds
+
+
+def ancestors(graph: dict, target: str) -> set[str]:
+    seen, todo = set(), [target]
+    while todo:
+        for p in (lambda n, o: n + o)(*graph.get(todo.pop(), ([], []))):
+            if p not in seen:
+                seen.add(p)
+                todo.append(p)
+    return seen
+
+
+def io(words: list[str]) -> tuple[list[str], list[str]]:
+    """(paths read, paths written) of one command, from its flags."""
+    script = next((w for w in words if w.endswith(".py")), "")
+    writes = WRITES | WRITES_BY_SCRIPT.get(script, set())
+    r, w = [], []
+    for flag, value in zip(words, words[1:]):
+        if flag in writes:
+            w.append(value)
+        elif flag in READS:
+            r.append(value)
+    return r, w
+
+
+def overlaps(a: str, b: str) -> bool:
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def races(graph: dict, cmds: dict) -> list[str]:
+    """Each (reader, writer) pair of steps that make may run in either order or side by side."""
+    steps = {t: io(words) for t, words in cmds.items()}
+    out = []
+    for reader, (reads, _) in steps.items():
+        card = next((words[words.index("--in") + 1] for words in [cmds[reader]]
+                     if any(s in words for s in CARD_SCRIPTS)), None)  # the card's target
+        before = ancestors(graph, reader)
+        for writer, (_, writes) in steps.items():
+            if writer == reader:
+                continue
+            for r in reads:
+                if not any(overlaps(r, w) for w in writes) or writer in before:
+                    continue
+                if card and r.endswith("/r") and (card not in cmds[writer] or reader in ancestors(graph, writer)):
+                    continue  # results of other checkpoints, or the target's evals after the card (sequential demo)
+                out.append(f"{reader} reads {r}, written by {writer}, which is not made before it")
+    return out
+
+
+@pytest.mark.parametrize("goals", [("demo",), ("rl", "eval"), ("fast", "eval", "figures"), ("export", "eval-sft"),
+                                   ("sft", "eval-rope", "bench-longctx"), ("rl", "bench-rl")])
+def test_every_step_reads_only_what_is_made_before_it(tmp_path, goals):
+    graph, cmds = dry_run(tmp_path, *goals)
+    assert len(cmds) > 3, cmds  # the dry run planned the chain
+    assert races(graph, cmds) == []
+
+
+def test_demo_evaluates_every_checkpoint_it_builds_after_building_it(tmp_path):
+    graph, cmds = dry_run(tmp_path, "demo")
+    for stage in ("base", "sft", "rl", "fast"):
+        res = f"{tmp_path}/r/eval/{stage}.json"
+        assert res in graph["eval"][0] and f"{tmp_path}/ck/{stage}/manifest.json" in ancestors(graph, res)
+    # the card of fast comes before the full eval of its target (the sequential order), and figures come last
+    assert f"{tmp_path}/ck/fast/manifest.json" in ancestors(graph, f"{tmp_path}/r/eval/rl.json")
+    assert {"eval", "eval-sft", "rl", "fast"} <= ancestors(graph, "figures")
+
+
+def test_eval_builds_no_checkpoint_it_finds(tmp_path):
+    """An imported base (no tokenizer, corpus or data beside it) is evaluated, not retrained over the import."""
+    (tmp_path / "ck" / "base").mkdir(parents=True)
+    (tmp_path / "ck" / "base" / "manifest.json").write_text("{}")
+    graph, cmds = dry_run(tmp_path, "eval")
+    scripts = [w for words in cmds.values() for w in words if w.endswith(".py") or w == "domains"]
+    assert scripts == ["eval/04_eval.py"], scripts
+
+
+def test_quick_eval_never_overwrites_rl_results(tmp_path):
+    """results/rl/eval.json is rl/02_train.py's (schema rl.eval): sft/03_eval.py's pattern must not claim it."""
+    (tmp_path / "ck" / "rl").mkdir(parents=True)
+    (tmp_path / "ck" / "rl" / "manifest.json").write_text("{}")
+    r = subprocess.run(["make", "-n", f"{tmp_path}/r/rl/eval.json", f"CKPT={tmp_path}/ck", f"RESULTS={tmp_path}/r"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "sft/03_eval.py" not in r.stdout and "No rule to make target" in r.stderr, r.stdout + r.stderr
