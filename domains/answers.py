@@ -28,10 +28,6 @@ def answer_line(text: str) -> str | None:
     return m.group(1)
 
 
-def fmt_int(v: int) -> str:
-    return str(int(v))
-
-
 def fmt_dec(v, places: int = 2) -> str:
     """Fixed decimals, rounding half away from zero (what people expect from "round to 2 places")."""
     with localcontext() as ctx:  # local: never touch the caller's decimal context

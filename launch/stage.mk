@@ -10,13 +10,9 @@ LAUNCH_PY := .venv-launch/bin/python
 # the stamp names a hash of the launch extra's pins only: other edits of pyproject.toml reinstall nothing
 LAUNCH_STAMP := .venv-launch/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['launch']).encode()))" 2>/dev/null)
 
-# LAUNCH_SINGLE: the prefix for one-process steps that should also move to the cluster (vLLM eval, serving
-# benchmarks): locally plain $(PY), on Slurm one process per node (cluster.launcher=none) with all its GPUs.
-LAUNCH_SINGLE = $(PRELOAD)$(PY)
 ifeq ($(EXECUTOR),slurm)
 LAUNCH_VENV = { test -f $(LAUNCH_STAMP) || $(MAKE) --no-print-directory setup-launch; } && $(LAUNCH_PY) -m launch --executor slurm
 LAUNCH = $(LAUNCH_VENV) $(LAUNCH_ARGS) --
-LAUNCH_SINGLE = $(LAUNCH_VENV) --set cluster.launcher=none $(LAUNCH_ARGS) --
 else ifneq ($(EXECUTOR),local)
 $(error EXECUTOR=$(EXECUTOR) is unknown: use EXECUTOR=local (default) or EXECUTOR=slurm)
 endif

@@ -23,10 +23,6 @@ for p in find_all("eval/*.json"):
 print("long-context results:", [(str(p.name), lab) for p, _, lab, _, _ in docs])
 
 
-def lengths_of(summ):
-    return sorted(summ["per_length"], key=int)
-
-
 def klabel(n):
     n = int(n)
     return f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else str(n)
