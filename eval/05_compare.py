@@ -1,13 +1,14 @@
 """Before/after table of two evaluation results (04_eval.py or 02_regression.py files), task by task.
 
     python eval/05_compare.py results/eval/sft.json results/eval/rl.json
-    make eval-compare A=sft B=rl
+    make eval-compare EVAL_BEFORE=sft EVAL_AFTER=rl      # the same, from results/eval/<stage>.json
 
 Prints the regression set per task (pass|fail/steps, changed tasks marked *), pass rate and mean steps per
 dimension, and, when both files have them, the long-context mean score per length and held-out pass@k.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -22,12 +23,12 @@ def _suite(doc: dict, name: str) -> dict | None:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        print("usage: 05_compare.py BEFORE.json AFTER.json", file=sys.stderr)
-        return 2
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("before", type=Path, help="results file of the earlier checkpoint")
+    ap.add_argument("after", type=Path, help="results file of the later checkpoint")
+    a = ap.parse_args(argv)
     docs = []
-    for p in map(Path, argv):
+    for p in (a.before, a.after):
         try:
             docs.append(json.loads(p.read_text()))
         except (OSError, json.JSONDecodeError) as e:

@@ -3,7 +3,7 @@
     python eval/06_rope_study.py --in checkpoints/base --out results/eval/rope_study.json            # tiny
     python eval/06_rope_study.py --in /work/chain_micro/base --out /tmp/rope.json --train-len 128 \
         --factors 2,4 --set longctx.per_cell=1 --set "longctx.depths=[0.5]"                          # micro
-    python eval/06_rope_study.py --in checkpoints/rl --out results/eval/rope_study.json --recipe rope_h200x8
+    python eval/06_rope_study.py --in checkpoints/rl --out results/eval/rope_study.json --recipe longctx_1m_h200x8
 
 For every variant (none, linear:F, yarn:F for each factor F) it runs eval/01_longctx.py in its own process (one
 vLLM engine per process) at prompt lengths train_len x {1, 2, 4, 8} - max_tokens, so prompt + answer fill exactly

@@ -2,9 +2,10 @@
 
     # print the sbatch script a cluster run would submit (nothing is submitted, no cluster needed)
     .venv-launch/bin/python -m launch --dry-run -- sft/02_train.py --in checkpoints/base --data data/sft \
-        --out checkpoints/sft --recipe tiny_h200x8
+        --out checkpoints/sft --recipe qwen3_30b_a3b_h200x8
     # submit and wait (exit code = the job's), what `EXECUTOR=slurm make sft` runs for each torchrun step
-    .venv-launch/bin/python -m launch -- sft/02_train.py --in checkpoints/base --data data/sft --out checkpoints/sft --recipe tiny_h200x8
+    .venv-launch/bin/python -m launch -- sft/02_train.py --in checkpoints/base --data data/sft --out checkpoints/sft \
+        --recipe qwen3_30b_a3b_h200x8
     # the same command under torchrun on this machine through NeMo-Run's LocalExecutor (2 processes)
     .venv-launch/bin/python -m launch --executor local --nproc 2 -- sft/02_train.py ... --recipe tiny_cpu
 
