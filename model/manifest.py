@@ -45,10 +45,14 @@ def git_info(repo: Path | None = None) -> dict[str, Any]:
     return {"commit": commit, "dirty": dirty}
 
 
+def _files(root: Path) -> list[str]:
+    """Every file under root but the manifest, relative, sorted."""
+    return [str(p.relative_to(root)) for p in sorted(root.rglob("*")) if p.is_file() and p.name != MANIFEST]
+
+
 def file_hashes(root: Path) -> dict[str, str]:
     root = Path(root)
-    return {str(p.relative_to(root)): sha256_file(p) for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != MANIFEST}
+    return {rel: sha256_file(root / rel) for rel in _files(root)}
 
 
 def manifest_hash(ckpt_dir: Path) -> str:
@@ -133,7 +137,7 @@ def verify(ckpt_dir: Path, stage: str | None = None) -> dict:
             raise CheckpointError(f"{p}: listed in the manifest but missing; the checkpoint is damaged, rebuild it")
         if sha256_file(p) != digest:
             raise CheckpointError(f"{p}: sha256 mismatch with {mpath} (corrupted or edited); rebuild the checkpoint")
-    extra = set(file_hashes(ckpt_dir)) - set(files)
+    extra = set(_files(ckpt_dir)) - set(files)  # names only: each listed file was hashed once, above
     if extra:
         raise CheckpointError(f"{ckpt_dir}: files not in the manifest ({sorted(extra)[0]}...); remove them or rebuild")
     return m

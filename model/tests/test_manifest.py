@@ -138,3 +138,12 @@ def test_staging_removes_the_half_made_dir_on_error(tmp_path):
             (tmp / "weights.bin").write_bytes(b"x")
             raise RuntimeError("crashed mid-build")
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_verify_hashes_each_file_once(ckpt, monkeypatch):
+    """Every listed file is hashed exactly once per verify (the unlisted-file check lists names, hashes nothing)."""
+    seen = []
+    real = manifest.sha256_file
+    monkeypatch.setattr(manifest, "sha256_file", lambda p, *a, **kw: seen.append(str(p)) or real(p, *a, **kw))
+    m = verify(ckpt, stage="sft")
+    assert sorted(seen) == sorted(str(ckpt / rel) for rel in m["files"]) and len(m["files"]) == 2
