@@ -1,6 +1,6 @@
 """CI smoke: the whole chain through its Make targets on the micro recipe (same scripts, same engines).
 
-Runs `make demo RECIPE=micro_cpu` (base -> SFT -> RL -> fast -> eval -> figures) into a temporary
+Runs `make -j4 demo RECIPE=micro_cpu` (base -> SFT -> RL -> fast -> eval -> figures) into a temporary
 CKPT/DATA/RESULTS/FIGURES and checks the hand-off: every stage's manifest verifies and names its
 parent's manifest hash, the evals were written for the checkpoints they name, figures were drawn, and the
 curves and counts match the committed golden (results/reference/golden/micro_chain.json, `make golden`).
@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def chain(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("chain")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MAKEFLAGS", "MFLAGS")}
-    r = subprocess.run(["make", "-s", "demo", "RECIPE=micro_cpu", f"CKPT={d}/ck", f"DATA={d}/data",
+    # -j4: the golden was made by a sequential make, so matching it shows a parallel make computes the same chain
+    # (tests/test_make.py checks the ordering on make's plan); -Otarget keeps each step's output together
+    r = subprocess.run(["make", "-s", "-j4", "-Otarget", "demo", "RECIPE=micro_cpu", f"CKPT={d}/ck", f"DATA={d}/data",
                         f"RESULTS={d}/results", f"FIGURES={d}/figures"], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=3000)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
