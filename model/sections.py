@@ -68,7 +68,7 @@ class TrainConfig:
 
 
 def cluster() -> Partial:
-    from launch.cluster import ClusterConfig  # pure Python too; imported late (it imports model.config)
+    from model.cluster import ClusterConfig  # imported late: it imports model.config
 
     return Partial(ClusterConfig, types=False, note="read by the Slurm launcher, python -m launch (launch/README.md)")
 
