@@ -97,7 +97,10 @@ $(CKPT)/tokenizer/manifest.json: $(DATA)/corpus/manifest.json
 	$(PY) pretrain_ckpt/02_tokenizer.py --in $(DATA)/corpus --out $(CKPT)/tokenizer $(call per_recipe,TOKENIZER)
 
 base: $(CKPT)/base/manifest.json ## pretrain the tiny MoE base on Megatron-Core (resumes after a kill)
-$(CKPT)/base/manifest.json: $(CKPT)/tokenizer/manifest.json
+# A base from `make import-base` is a leaf: it was not made from the corpus and tokenizer, so a newer tokenizer
+# must not send make to pretrain over it (decided when the Makefile is read, before any rule runs).
+BASE_IMPORTED := $(shell grep -qs '"imported_from"' $(CKPT)/base/manifest.json && echo yes)
+$(CKPT)/base/manifest.json: $(if $(BASE_IMPORTED),,$(CKPT)/tokenizer/manifest.json)
 	$(LAUNCH) pretrain_ckpt/03_pretrain.py --corpus $(DATA)/corpus --tokenizer $(CKPT)/tokenizer --out $(CKPT)/base --recipe $(RECIPE)
 
 # how many tasks `make data` exports, per recipe (the micro recipe is the CI smoke chain)

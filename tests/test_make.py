@@ -125,3 +125,17 @@ def test_quick_eval_never_overwrites_rl_results(tmp_path):
     r = subprocess.run(["make", "-n", f"{tmp_path}/r/rl/eval.json", f"CKPT={tmp_path}/ck", f"RESULTS={tmp_path}/r"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "sft/03_eval.py" not in r.stdout and "No rule to make target" in r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("imported, pretrains", [(True, False), (False, True)])
+def test_sft_over_an_imported_base_never_pretrains_over_it(tmp_path, imported, pretrains):
+    """After `make import-base`, `make sft` fine-tunes the import: it has no corpus or tokenizer to be rebuilt
+    from, so their absence must not send make to pretrain a base over it. A pretrained base without its tokenizer
+    is rebuilt (the control: the same tree but for the import's provenance key)."""
+    (tmp_path / "ck" / "base").mkdir(parents=True)
+    key = "imported_from" if imported else "metrics"
+    (tmp_path / "ck" / "base" / "manifest.json").write_text(f'{{"stage": "base", "{key}": {{}}}}')
+    _, cmds = dry_run(tmp_path, "sft")
+    scripts = [w for words in cmds.values() for w in words if w.endswith(".py")]
+    assert "sft/02_train.py" in scripts, scripts
+    assert ("pretrain_ckpt/03_pretrain.py" in scripts) is pretrains, scripts
