@@ -60,8 +60,6 @@ demo: setup $(DEMO) figures ## the main job on the tiny default: base -> SFT -> 
 
 # $(call defined,X): the variable X if the Makefile defines it, else empty (no undefined-variable warning)
 defined = $(if $(filter undefined,$(origin $(1))),,$($(1)))
-# $(call per_recipe,X): the variable X_<RECIPE> if the Makefile defines one for this recipe, else empty
-per_recipe = $(call defined,$(1)_$(RECIPE))
 
 # The checkpoints the goals of this make build (a goal builds its stage and those before it), decided before any
 # rule runs, so that under -j what reads a checkpoint without building it waits for it: `make eval` evaluates these
@@ -81,43 +79,35 @@ BUILDS_bench-fast := base sft fast
 BUILDS_export := base sft export
 BUILDING := $(sort $(foreach g,$(MAKECMDGOALS),$(call defined,BUILDS_$(g))))
 after = $(foreach s,$(1),$(if $(filter $(s),$(BUILDING)),$(CKPT)/$(s)/manifest.json))
-# corpus and tokenizer sizes per recipe (the micro recipe is the CI smoke chain; others use the defaults).
-# The tiny default mixes in the domains export's corpus/ split (mid-training text of the train domains, never the
+# Corpus and tokenizer sizes are the recipe's (pretrain_ckpt/recipes/: corpus:, tokenizer:, model.vocab_size). The
+# tiny default mixes in the domains export's corpus/ split (mid-training text of the train domains, never the
 # held-out ones): the same SFT from a base with it passed 20/240 train-domain tasks, from one without 9/240 (README)
-CORPUS_tiny_cpu := --max-mb 1.5 --domains $(DATA)/domains
-CORPUS_micro_cpu := --max-mb 1 --drill-docs 300
-TOKENIZER_micro_cpu := --max-chars 1000000
-
 corpus: $(DATA)/corpus/manifest.json ## base pretraining corpus (HF dataset)
 $(DATA)/corpus/manifest.json: $(DATA)/domains/manifest.json | setup
-	$(PY) pretrain_ckpt/01_corpus.py --out $(DATA)/corpus $(call per_recipe,CORPUS)
+	$(PY) -m pretrain_ckpt.01_corpus --out $(DATA)/corpus --domains $(DATA)/domains --recipe $(RECIPE)
 
 tokenizer: $(CKPT)/tokenizer/manifest.json ## BPE tokenizer with the chat/tool special tokens
 $(CKPT)/tokenizer/manifest.json: $(DATA)/corpus/manifest.json
-	$(PY) pretrain_ckpt/02_tokenizer.py --in $(DATA)/corpus --out $(CKPT)/tokenizer $(call per_recipe,TOKENIZER)
+	$(PY) -m pretrain_ckpt.02_tokenizer --in $(DATA)/corpus --out $(CKPT)/tokenizer --recipe $(RECIPE)
 
 base: $(CKPT)/base/manifest.json ## pretrain the tiny MoE base on Megatron-Core (resumes after a kill)
 # A base from `make import-base` is a leaf: it was not made from the corpus and tokenizer, so a newer tokenizer
 # must not send make to pretrain over it (decided when the Makefile is read, before any rule runs).
 BASE_IMPORTED := $(shell grep -qs '"imported_from"' $(CKPT)/base/manifest.json && echo yes)
 $(CKPT)/base/manifest.json: $(if $(BASE_IMPORTED),,$(CKPT)/tokenizer/manifest.json)
-	$(LAUNCH) pretrain_ckpt/03_pretrain.py --corpus $(DATA)/corpus --tokenizer $(CKPT)/tokenizer --out $(CKPT)/base --recipe $(RECIPE)
+	$(LAUNCH) -m pretrain_ckpt.03_pretrain --corpus $(DATA)/corpus --tokenizer $(CKPT)/tokenizer --out $(CKPT)/base --recipe $(RECIPE)
 
-# how many tasks `make data` exports, per recipe (the micro recipe is the CI smoke chain)
-EXPORT_tiny_cpu := --sft-per-domain 30 --rl-per-domain 20 --eval-per-domain 5 --corpus-per-domain 25 --max-difficulty 0
-EXPORT_micro_cpu := --sft-per-domain 4 --rl-per-domain 4 --eval-per-domain 1 --max-difficulty 0 --families math,structured,retrieval,agent
-EXPORT = $(or $(call per_recipe,EXPORT),$(EXPORT_tiny_cpu))
-
+# how many tasks `make data` exports: the recipe's export: section (domains/recipes/)
 data: $(DATA)/domains/manifest.json ## task datasets from domains/: SFT demonstrations, RL prompts, eval sets
 $(DATA)/domains/manifest.json: | setup
-	$(PY) -m domains export --out $(DATA)/domains $(EXPORT) --seed 0 --slots 2
+	$(PY) -m domains export --out $(DATA)/domains --recipe $(RECIPE) --slots 2
 
 check-domains: setup ## every domain's oracle through its verifier, every difficulty (100% expected)
 	$(PY) -m domains check
 
 import-base: setup ## import an HF checkpoint (HF=dir) as the base instead of pretraining
 	@test -n "$(HF)" || { echo "error: set HF=<huggingface checkpoint dir> (config.json + *.safetensors)" >&2; exit 2; }
-	$(LAUNCH) pretrain_ckpt/04_import_hf.py --in $(HF) --out $(CKPT)/base
+	$(LAUNCH) -m pretrain_ckpt.04_import_hf --in $(HF) --out $(CKPT)/base
 
 SANDBOX_PORT ?= 8765## port for `make serve-sandbox`
 STAGE ?= sft## stage whose recipe `make plan` checks
@@ -125,7 +115,7 @@ plan: setup ## check a recipe's layout, memory per GPU and step time, no GPU nee
 	$(PY) -m model.plan $(STAGE)/recipes/$(RECIPE).yaml --base $(CKPT)/base
 
 bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU -> results/bench/train.json
-	$(PY) pretrain_ckpt/bench_train.py --out $(RESULTS)/bench/train.json
+	$(PY) -m pretrain_ckpt.bench_train --out $(RESULTS)/bench/train.json
 
 bench-sandbox: setup ## sandbox cold-start p50/p99 per tier vs a plain subprocess, tasks/s at 1-8 -> results/bench/sandbox.json
 	$(PY) -m sandbox.bench --out $(RESULTS)/bench/sandbox.json

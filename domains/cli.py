@@ -3,8 +3,11 @@
     .venv/bin/python -m domains list [--json] [--family F] [--split train|heldout]
     .venv/bin/python -m domains sample DOMAIN --seed S [--difficulty D] [--solve] [--render]
     .venv/bin/python -m domains check [--families a,b] [--domains x,y] [--seeds N] [--slots N] [--json FILE]
-    .venv/bin/python -m domains export --out DIR [--sft-per-domain N] [--rl-per-domain M] [--eval-per-domain K]
-                                       [--seed S] [--max-difficulty D] [--families a,b] [--overwrite]
+    .venv/bin/python -m domains export --out DIR [--recipe tiny_cpu] [--set export.KEY=V] [--sft-per-domain N]
+                                       [--rl-per-domain M] [--eval-per-domain K] [--seed S] [--max-difficulty D]
+                                       [--families a,b] [--overwrite]
+The export's sizes are a recipe's `export:` section (domains/recipes/<name>.yaml, fields in domains/config.py;
+without --recipe its defaults); the flags override it.
 Plug-ins: DOMAINS_PLUGINS=pkg.mod[,pkg2.mod:func] or --plugin pkg.mod (repeatable), before the sub-command.
 Exit status: 0 ok, 1 a check failed, 2 bad input (one line on stderr naming the problem and the fix).
 """
@@ -122,7 +125,23 @@ def cmd_check(a) -> int:
     return 0 if ok == len(res) else 1
 
 
+EXPORT_KEYS = ("sft_per_domain", "rl_per_domain", "eval_per_domain", "corpus_per_domain", "max_difficulty",
+               "families", "seed")
+
+
 def cmd_export(a) -> int:
+    from domains.config import ExportConfig
+    from model import recipe, sections
+    from model.config import ConfigError
+
+    try:
+        cfg = (recipe.load_recipe("domains", a.recipe, a.overrides)["export"] if a.recipe else
+               sections.check_section(ExportConfig, recipe.apply_overrides({}, a.overrides).get("export"), "export"))
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    for k in EXPORT_KEYS:  # an explicit flag overrides the recipe
+        if getattr(a, k) is None:
+            setattr(a, k, cfg[k])
     import datasets
 
     from domains.export import export
@@ -170,16 +189,19 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--slots", type=int, default=None, help="sandbox slots / worker threads")
     s.add_argument("--json", help="write per-check results to this file")
     s.set_defaults(fn=cmd_check)
-    s = sub.add_parser("export", help="write HF datasets (sft, rl, eval) and a manifest")
+    from model import sections
+
+    s = sub.add_parser("export", help="write HF datasets (sft, rl, eval) and a manifest",
+                       epilog=sections.epilog("domains", ["export"]),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("--out", required=True)
-    s.add_argument("--sft-per-domain", type=int, default=20)
-    s.add_argument("--rl-per-domain", type=int, default=20)
-    s.add_argument("--eval-per-domain", type=int, default=5)
-    s.add_argument("--corpus-per-domain", type=int, default=0,
-                   help="plain-text demonstrations per train domain for the base corpus (mid-training)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--max-difficulty", type=int, default=3)
-    s.add_argument("--families")
+    s.add_argument("--recipe", default=None, help="domains/recipes/<name>.yaml or a path (default: no recipe, the "
+                                                  "export section's defaults)")
+    s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a recipe value, e.g. --set export.sft_per_domain=50")
+    for k in EXPORT_KEYS:
+        s.add_argument("--" + k.replace("_", "-"), type=str if k == "families" else int, default=None,
+                       help=f"overrides the recipe's export.{k}")
     s.add_argument("--slots", type=int, default=None)
     s.add_argument("--overwrite", action="store_true")
     s.set_defaults(fn=cmd_export)

@@ -1,14 +1,14 @@
 """Long-context suite (RULER-style): exact-length tasks from 1K to 1M tokens, exact-match scores, effective length.
 
     # tiny CPU run on a checkpoint (in-process vLLM)
-    python eval/01_longctx.py --in checkpoints/sft --out results/eval/longctx_sft.json --recipe tiny_cpu
+    python -m eval.01_longctx --in checkpoints/sft --out results/eval/longctx_sft.json --recipe tiny_cpu
     # micro, as the tests run it
-    python eval/01_longctx.py --in /work/chain_micro/sft --out /tmp/lc.json --recipe micro_cpu
+    python -m eval.01_longctx --in /work/chain_micro/sft --out /tmp/lc.json --recipe micro_cpu
     # cluster: a served 1M-context model (see eval/recipes/longctx_1m_h200x8.yaml for the vLLM server settings)
-    python eval/01_longctx.py --endpoint http://127.0.0.1:8000/v1 --tokenizer /models/qwen/ \
+    python -m eval.01_longctx --endpoint http://127.0.0.1:8000/v1 --tokenizer /models/qwen/ \
         --out results/eval/longctx_1m.json --recipe longctx_1m_h200x8
     # RoPE override on the fly (what 05_rope_study.py runs): yarn x4 relative to 256 trained tokens
-    python eval/01_longctx.py --in checkpoints/base --rope yarn:4 --rope-original 256 --out /tmp/yarn4.json
+    python -m eval.01_longctx --in checkpoints/base --rope yarn:4 --rope-original 256 --out /tmp/yarn4.json
 
 Reports per task x length, a length x depth grid and the effective length (longest length whose mean score
 >= 85.6, RULER's threshold). Target errors (timeouts, bad bodies, over-long prompts) are recorded per task.
@@ -19,7 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m eval.01_longctx ...")
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402

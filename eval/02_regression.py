@@ -1,10 +1,10 @@
 """Regression set: 32 fixed tasks (terminal, docs, scene, agent), domain-verified; pass rate and mean steps.
 
-    python eval/02_regression.py --in checkpoints/sft --out results/eval/regression_sft.json
-    python eval/02_regression.py --in /work/chain_micro/sft --out /tmp/reg.json --recipe micro_cpu
-    python eval/02_regression.py --endpoint http://127.0.0.1:8000/v1 --out results/eval/regression_served.json
+    python -m eval.02_regression --in checkpoints/sft --out results/eval/regression_sft.json
+    python -m eval.02_regression --in /work/chain_micro/sft --out /tmp/reg.json --recipe micro_cpu
+    python -m eval.02_regression --endpoint http://127.0.0.1:8000/v1 --out results/eval/regression_served.json
     # before/after table of two checkpoints (runs both, or pass two results files to 05_compare.py)
-    python eval/02_regression.py --in checkpoints/rl --baseline checkpoints/sft --out results/eval/regression_rl.json
+    python -m eval.02_regression --in checkpoints/rl --baseline checkpoints/sft --out results/eval/regression_rl.json
 
 The set is eval/regression_set.yaml (domain, seed, difficulty per task). Terminal tasks run in the sandbox pool.
 """
@@ -14,7 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m eval.02_regression ...")
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402
@@ -37,8 +38,9 @@ def main(argv=None) -> int:
         return cli.fail(str(e))
     if a.baseline:  # the baseline in its own process: one vLLM engine per process
         base_out = a.out.with_name(a.out.stem + ".baseline.json")
-        r = subprocess.run([sys.executable, __file__, "--in", str(a.baseline), "--out", str(base_out),
-                            "--recipe", a.recipe, *[x for s in a.overrides for x in ("--set", s)]])
+        r = subprocess.run([sys.executable, "-m", "eval.02_regression", "--in", str(a.baseline), "--out",
+                            str(base_out), "--recipe", a.recipe, *[x for s in a.overrides for x in ("--set", s)]],
+                           cwd=Path(__file__).resolve().parents[1])
         if r.returncode:
             return r.returncode
     from eval import suites, targets

@@ -1,8 +1,8 @@
 """Held-out domains: pass@k per family (n samples per task at temperature T; unbiased estimator).
 
-    python eval/03_heldout.py --in checkpoints/rl --out results/eval/heldout_rl.json
-    python eval/03_heldout.py --in /work/chain_micro/sft --out /tmp/ho.json --recipe micro_cpu
-    python eval/03_heldout.py --endpoint http://127.0.0.1:8000/v1 --out results/eval/heldout_served.json \
+    python -m eval.03_heldout --in checkpoints/rl --out results/eval/heldout_rl.json
+    python -m eval.03_heldout --in /work/chain_micro/sft --out /tmp/ho.json --recipe micro_cpu
+    python -m eval.03_heldout --endpoint http://127.0.0.1:8000/v1 --out results/eval/heldout_served.json \
         --set heldout.n=16 --set "heldout.k=[1,4,16]"
 
 Tasks: every held-out domain (domains split "heldout") x per_domain seeds from 6_000_000 at the recipe's
@@ -11,9 +11,9 @@ difficulty, each as n independent seeded rollouts under the one evaluation proto
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m eval.03_heldout ...")
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402

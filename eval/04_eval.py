@@ -1,9 +1,9 @@
 """Full evaluation of one checkpoint (what `make eval` runs): long-context suite, regression set, held-out pass@k
 (and, with --suites ...,quick --data DIR, the quick eval of the stages on the same items).
 
-    python eval/04_eval.py --in checkpoints/sft --out results/eval/sft.json --recipe tiny_cpu
-    python eval/04_eval.py --in /work/chain_micro/sft --out /tmp/sft.json --recipe micro_cpu
-    python eval/04_eval.py --endpoint http://127.0.0.1:8000/v1 --tokenizer /models/served/ \
+    python -m eval.04_eval --in checkpoints/sft --out results/eval/sft.json --recipe tiny_cpu
+    python -m eval.04_eval --in /work/chain_micro/sft --out /tmp/sft.json --recipe micro_cpu
+    python -m eval.04_eval --endpoint http://127.0.0.1:8000/v1 --tokenizer /models/served/ \
         --out results/eval/served.json --recipe longctx_1m_h200x8 --suites longctx
 
 One target (one vLLM engine) serves every suite. Writes results/eval/<stage>.json, schema "eval.stage" v1
@@ -14,7 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m eval.04_eval ...")
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402

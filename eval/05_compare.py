@@ -1,6 +1,6 @@
 """Before/after table of two evaluation results (04_eval.py or 02_regression.py files), task by task.
 
-    python eval/05_compare.py results/eval/sft.json results/eval/rl.json
+    python -m eval.05_compare results/eval/sft.json results/eval/rl.json
     make eval-compare EVAL_BEFORE=sft EVAL_AFTER=rl      # the same, from results/eval/<stage>.json
 
 Prints the regression set per task (pass|fail/steps, changed tasks marked *), pass rate and mean steps per
@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m eval.05_compare ...")
 
 
 def _suite(doc: dict, name: str) -> dict | None:

@@ -1,9 +1,9 @@
 """RoPE scaling study: effective length of one checkpoint with no scaling, linear and YaRN at 2-8x training length.
 
-    python eval/06_rope_study.py --in checkpoints/base --out results/eval/rope_study.json            # tiny
-    python eval/06_rope_study.py --in /work/chain_micro/base --out /tmp/rope.json --train-len 128 \
+    python -m eval.06_rope_study --in checkpoints/base --out results/eval/rope_study.json            # tiny
+    python -m eval.06_rope_study --in /work/chain_micro/base --out /tmp/rope.json --train-len 128 \
         --factors 2,4 --set longctx.per_cell=1 --set "longctx.depths=[0.5]"                          # micro
-    python eval/06_rope_study.py --in checkpoints/rl --out results/eval/rope_study.json --recipe longctx_1m_h200x8
+    python -m eval.06_rope_study --in checkpoints/rl --out results/eval/rope_study.json --recipe longctx_1m_h200x8
 
 For every variant (none, linear:F, yarn:F for each factor F) it runs eval/01_longctx.py in its own process (one
 vLLM engine per process) at prompt lengths train_len x {1, 2, 4, 8} - max_tokens, so prompt + answer fill exactly
@@ -21,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m eval.06_rope_study ...")
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402
@@ -62,13 +63,13 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="rope-study-") as tmp:
         for v in variants:
             out = Path(tmp) / f"{v.replace(':', '_')}.json"
-            cmd = [sys.executable, str(HERE / "01_longctx.py"), "--in", str(a.inp), "--out", str(out),
+            cmd = [sys.executable, "-m", "eval.01_longctx", "--in", str(a.inp), "--out", str(out),
                    "--recipe", a.recipe, "--rope", v, "--rope-original", str(train_len),
                    *[x for s in a.overrides for x in ("--set", s)], "--set", f"longctx.lengths={lengths}",
                    "--set", "longctx.nll=true"]
             if a.tokenizer:
                 cmd += ["--tokenizer", str(a.tokenizer)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE.parent)
             if r.returncode:
                 study[v] = {"error": (r.stderr.strip().splitlines() or ["?"])[-1]}
                 print(f"{v:<10} failed: {study[v]['error']}", file=sys.stderr)

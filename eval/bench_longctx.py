@@ -1,7 +1,7 @@
 """Benchmark: seconds to generate each long-context task at 1M tokens, against tokenizing its prompt once.
 
-    python eval/bench_longctx.py --tokenizer checkpoints/base/hf --out results/bench/longctx_gen.json
-    python eval/bench_longctx.py --tokenizer /work/chain_micro/base/hf --length 131072 --out /tmp/lcb.json
+    python -m eval.bench_longctx --tokenizer checkpoints/base/hf --out results/bench/longctx_gen.json
+    python -m eval.bench_longctx --tokenizer /work/chain_micro/base/hf --length 131072 --out /tmp/lcb.json
 
 Baseline (same run, same prompt): one full tokenization of the generated prompt, the least a generator that
 re-tokenizes to hit its length would pay per attempt. The tokenization also gives the real token count, so
@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m eval.bench_longctx ...")
 
 
 def main(argv=None) -> int:

@@ -1,15 +1,16 @@
 """Run one stage command through NeMo-Run: Slurm from the recipe's `cluster:` section, or locally.
 
     # print the sbatch script a cluster run would submit (nothing is submitted, no cluster needed)
-    .venv-launch/bin/python -m launch --dry-run -- sft/02_train.py --in checkpoints/base --data data/sft \
+    .venv-launch/bin/python -m launch --dry-run -- -m sft.02_train --in checkpoints/base --data data/sft \
         --out checkpoints/sft --recipe qwen3_30b_a3b_h200x8
     # submit and wait (exit code = the job's), what `EXECUTOR=slurm make sft` runs for each torchrun step
-    .venv-launch/bin/python -m launch -- sft/02_train.py --in checkpoints/base --data data/sft --out checkpoints/sft \
+    .venv-launch/bin/python -m launch -- -m sft.02_train --in checkpoints/base --data data/sft --out checkpoints/sft \
         --recipe qwen3_30b_a3b_h200x8
     # the same command under torchrun on this machine through NeMo-Run's LocalExecutor (2 processes)
-    .venv-launch/bin/python -m launch --executor local --nproc 2 -- sft/02_train.py ... --recipe tiny_cpu
+    .venv-launch/bin/python -m launch --executor local --nproc 2 -- -m sft.02_train ... --recipe tiny_cpu
 
-The stage is the script's top folder (sft/02_train.py -> sft); the recipe is the script's own
+The stage is the module's top package (-m sft.02_train -> sft; a path, sft/02_train.py, is taken as that
+module); the recipe is the script's own
 `--recipe` value unless --recipe is given; its `cluster:` section (launch/cluster.py) sets nodes,
 GPUs per node, container, account, partition and time, and is checked against its `parallel:` sizes
 before anything is submitted.
@@ -21,7 +22,8 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m launch ...")
 
 from launch.cluster import from_recipe  # noqa: E402
 from model.config import ConfigError  # noqa: E402
@@ -44,12 +46,16 @@ def parse(argv):
     ap.add_argument("--sbatch-out", type=Path, default=None, help="with --dry-run: also write the sbatch script here")
     ap.add_argument("--detach", action="store_true", help="slurm: return once submitted instead of waiting for the job")
     ap.add_argument("--nproc", type=int, default=1, help="local: torchrun processes")
-    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS...]: the stage command")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- -m MODULE [ARGS...]: the stage command")
     a = ap.parse_args(argv)
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    if cmd[:1] == ["-m"]:
+        cmd = cmd[1:]
+    elif cmd[:1] and cmd[0].endswith(".py"):  # a script path names its module
+        cmd = [cmd[0].removesuffix(".py").replace("/", "."), *cmd[1:]]
     if not cmd:
-        ap.error("no stage command: append -- SCRIPT [ARGS...], e.g. -- sft/02_train.py --in ... --out ...")
-    a.script, a.args = cmd[0], cmd[1:]
+        ap.error("no stage command: append -- -m MODULE [ARGS...], e.g. -- -m sft.02_train --in ... --out ...")
+    a.module, a.args = cmd[0], cmd[1:]
     return a
 
 
@@ -66,19 +72,18 @@ def script_option(args: list[str], name: str) -> list[str]:
 
 def main(argv=None) -> int:
     a = parse(argv)
-    script = Path(a.script)
-    if script.is_absolute() or not (ROOT / script).is_file():
-        print(f"error: stage script {a.script!r} is not a file of this clone: give a path relative to {ROOT}, "
-              "e.g. sft/02_train.py", file=sys.stderr)
+    if not (ROOT / (a.module.replace(".", "/") + ".py")).is_file():
+        print(f"error: stage module {a.module!r} is not a script of this clone: give a module of {ROOT}, "
+              "e.g. -m sft.02_train", file=sys.stderr)
         return 2
-    stage = a.stage or script.parts[0]
+    stage = a.stage or a.module.split(".")[0]
     recipe = a.recipe or (script_option(a.args, "--recipe") or [None])[-1]
     if a.executor == "local" and a.nproc < 1:
         print(f"error: --nproc={a.nproc} must be >= 1", file=sys.stderr)
         return 2
     if a.executor == "slurm":
         if recipe is None:
-            print(f"error: no recipe: pass --recipe NAME to {a.script} (or to the launcher); its cluster: section "
+            print(f"error: no recipe: pass --recipe NAME to {a.module} (or to the launcher); its cluster: section "
                   "says where to run", file=sys.stderr)
             return 2
         try:
@@ -100,13 +105,13 @@ def main(argv=None) -> int:
         executor = nemo.local_executor(a.nproc, env={"PYTHONPATH": str(ROOT)})
     name = stage  # the job is "posttrain-<stage>" (executor prefix)
     if a.dry_run:
-        submit, text = nemo.dry_run(name, executor, str(script), a.args)
+        submit, text = nemo.dry_run(name, executor, a.module, a.args)
         if a.sbatch_out:
             a.sbatch_out.parent.mkdir(parents=True, exist_ok=True)
             a.sbatch_out.write_text(text)
         print(f"# dry run: nothing submitted. Submit command: {submit}\n{text}")
         return 0
-    rc, msg = nemo.run_and_wait(name, executor, str(script), a.args, detach=a.detach)
+    rc, msg = nemo.run_and_wait(name, executor, a.module, a.args, detach=a.detach)
     print(("launch: " if rc == 0 else "error: launch: ") + msg, file=sys.stderr if rc else sys.stdout)
     return rc
 

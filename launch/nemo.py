@@ -19,8 +19,9 @@ os.environ.setdefault("NEMORUN_HOME", str(ROOT / ".nemo_run"))  # not ~/.nemo_ru
 import nemo_run as run  # noqa: E402
 
 
-def _script(script: str, args: list[str], env: dict[str, str] | None = None) -> run.Script:
-    return run.Script(path=script, args=list(args), entrypoint="python", env=dict(env or {}))
+def _script(module: str, args: list[str], env: dict[str, str] | None = None) -> run.Script:
+    """`python -m module args` (the job runs in the clone's root, where the project's packages import)."""
+    return run.Script(path=module, args=list(args), entrypoint="python", m=True, env=dict(env or {}))
 
 
 def slurm_executor(cl: ClusterConfig) -> run.SlurmExecutor:
@@ -33,7 +34,7 @@ def slurm_executor(cl: ClusterConfig) -> run.SlurmExecutor:
         account=cl.account, partition=cl.partition, time=cl.time, nodes=cl.nodes,
         ntasks_per_node=cl.gpus_per_node if cl.launcher == "torchrun" else 1,
         gpus_per_node=cl.gpus_per_node or None, container_image=cl.container_image,
-        container_mounts=[f"{root}:{root}", *cl.mounts], env_vars=dict(cl.env),
+        container_mounts=[f"{root}:{root}", *cl.mounts], env_vars={"PYTHONPATH": root, **cl.env},  # -m imports the clone
         setup_lines="\n".join(cl.setup) or None, job_name_prefix="posttrain-", tunnel=tunnel,
         # no copy of the code: NeMo-Run's code dir becomes a symlink to the clone (see the module docstring)
         packager=run.GitArchivePackager(symlink_from_remote_dir=root),
@@ -44,19 +45,19 @@ def local_executor(nproc: int, env: dict[str, str] | None = None) -> run.LocalEx
     return run.LocalExecutor(ntasks_per_node=nproc, launcher="torchrun", env_vars=dict(env or {}))
 
 
-def dry_run(name: str, executor, script: str, args: list[str]) -> tuple[str, str]:
+def dry_run(name: str, executor, module: str, args: list[str]) -> tuple[str, str]:
     """(submit command, sbatch script) of the stage command as one job; nothing is submitted."""
     with run.Experiment(name, executor=executor, log_level="WARN") as exp:
-        exp.add(_script(script, args), name=name)
+        exp.add(_script(module, args), name=name)
         exp.dryrun(log=False, delete_exp_dir=True)
         req = exp.jobs[0]._dryrun_info.request  # set by Job.launch(dryrun=True); the public API only logs it
         return shlex.join(req.launch_cmd) + " <this script>", req.materialize()
 
 
-def run_and_wait(name: str, executor, script: str, args: list[str], detach: bool) -> tuple[int, str]:
+def run_and_wait(name: str, executor, module: str, args: list[str], detach: bool) -> tuple[int, str]:
     """Run; NeMo-Run does not raise when a job fails, so the job's final state becomes the exit code."""
     with run.Experiment(name, executor=executor, log_level="WARN") as exp:
-        exp.add(_script(script, args), name=name)
+        exp.add(_script(module, args), name=name)
         exp.run(detach=detach, tail_logs=not detach)
     # leaving the block waited for the job (unless detached) and recorded its final state
     job = exp.jobs[0]

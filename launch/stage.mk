@@ -30,11 +30,11 @@ $(LAUNCH_STAMP):
 
 # `make sbatch STAGE=sft RECIPE=...`: the sbatch script of every step of that stage that `EXECUTOR=slurm make
 # $(STAGE)` would submit, read off make's own dry run (so it never drifts from the stage fragments);
-# `make sbatch CMD="<script> <args>"` renders one command instead. Nothing is submitted, no cluster needed.
-CMD ?=## with `make sbatch`: one stage command to render instead of STAGE's, e.g. "sft/02_train.py ... --recipe NAME"
+# `make sbatch CMD="-m <module> <args>"` renders one command instead. Nothing is submitted, no cluster needed.
+CMD ?=## with `make sbatch`: one stage command to render instead of STAGE's, e.g. "-m sft.02_train ... --recipe NAME"
 sbatch: $(LAUNCH_STAMP) ## print the sbatch script(s) EXECUTOR=slurm would submit for STAGE (or CMD); submits nothing
 	@if [ -n "$(CMD)" ]; then cmds='$(CMD)'; else \
 	  cmds=$$($(MAKE) -n -B --no-print-directory EXECUTOR=slurm LAUNCH_ARGS= $(STAGE) 2>/dev/null \
-	    | sed -n 's|.* -m launch --executor slurm *-- *\($(STAGE)/.*\)|\1|p'); \
-	  test -n "$$cmds" || { echo "error: \`make $(STAGE)\` has no \$$(LAUNCH) step to submit: set STAGE=<stage with a training step> or CMD=\"<script> <args>\"" >&2; exit 2; }; fi; \
+	    | sed -n 's|.* -m launch --executor slurm *-- *\(-m $(STAGE)\..*\)|\1|p'); \
+	  test -n "$$cmds" || { echo "error: \`make $(STAGE)\` has no \$$(LAUNCH) step to submit: set STAGE=<stage with a training step> or CMD=\"-m <module> <args>\"" >&2; exit 2; }; fi; \
 	while read -r cmd; do $(LAUNCH_PY) -m launch --executor slurm --dry-run $(LAUNCH_ARGS) -- $$cmd || exit $$?; done <<< "$$cmds"

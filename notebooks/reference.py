@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MAKERS = {  # results path -> the command that writes it (documentation in the index)
     "bench/sandbox.json": "python -m sandbox.bench --out results/bench/sandbox.json",
-    "bench/train.json": "python pretrain_ckpt/bench_train.py --out results/bench/train.json",
-    "base/eval.json": "python sft/03_eval.py --in checkpoints/base --data data/domains --out results/base/eval.json",
-    "sft/eval.json": "python sft/03_eval.py --in checkpoints/sft --data data/domains --out results/sft/eval.json",
+    "bench/train.json": "python -m pretrain_ckpt.bench_train --out results/bench/train.json",
+    "base/eval.json": "python -m sft.03_eval --in checkpoints/base --data data/domains --out results/base/eval.json",
+    "sft/eval.json": "python -m sft.03_eval --in checkpoints/sft --data data/domains --out results/sft/eval.json",
 }
 
 

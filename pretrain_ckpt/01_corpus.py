@@ -1,8 +1,8 @@
 """Build the base pretraining corpus as an HF dataset on disk (no hub: made from local text).
 
-    python pretrain_ckpt/01_corpus.py --out data/corpus                 # tiny CPU default
-    python pretrain_ckpt/01_corpus.py --out data/corpus --max-mb 64     # more text
-    python pretrain_ckpt/01_corpus.py --out data/corpus --domains data/domains   # + mid-training text
+    python -m pretrain_ckpt.01_corpus --out data/corpus --domains data/domains   # tiny CPU default (make corpus)
+    python -m pretrain_ckpt.01_corpus --out data/corpus --recipe micro_cpu      # the CI smoke chain's
+    python -m pretrain_ckpt.01_corpus --out data/corpus --set corpus.max_mb=64   # more text
 
 Sources, in a fixed order so the same arguments give the same bytes:
 - the Python standard library's own source files (code, docstrings, comments: English + code);
@@ -13,6 +13,8 @@ Sources, in a fixed order so the same arguments give the same bytes:
   the copying their answers need only if it sees them; held-out domains are never in it.
 A real run imports a real base instead (pretrain_ckpt/04_import_hf.py); this corpus only has to
 make a tiny base that is better than random for the CPU chain.
+The sizes are the recipe's `corpus:` section (pretrain_ckpt/config.py; --help lists it); --max-mb, --drill-docs,
+--val-fraction and --seed override it.
 Writes DIR/{train,validation} (datasets.save_to_disk) and DIR/manifest.json last, atomically.
 """
 from __future__ import annotations
@@ -23,9 +25,11 @@ import sys
 import sysconfig
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m pretrain_ckpt.01_corpus ...")
 
-from model import manifest  # noqa: E402
+from model import manifest, recipe, sections  # noqa: E402
+from model.config import ConfigError  # noqa: E402
 
 
 def stdlib_docs(max_bytes: int) -> list[str]:
@@ -62,15 +66,31 @@ def drills(n_docs: int, seed: int) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("pretrain_ckpt", ["corpus"]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="output dataset directory")
-    ap.add_argument("--max-mb", type=float, default=6.0, help="megabytes of stdlib source to include")
-    ap.add_argument("--drill-docs", type=int, default=3000, help="number of arithmetic drill documents")
-    ap.add_argument("--val-fraction", type=float, default=0.02, help="fraction of documents held out")
-    ap.add_argument("--seed", type=int, default=1234, help="seed for drills and the split")
+    ap.add_argument("--recipe", default="tiny_cpu", help="pretrain_ckpt/recipes/<name>.yaml or a path")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a recipe value, e.g. --set corpus.max_mb=64")
+    for flag, key in (("--max-mb", "max_mb"), ("--drill-docs", "drill_docs"), ("--val-fraction", "val_fraction"),
+                      ("--seed", "seed")):
+        ap.add_argument(flag, type=float if key in ("max_mb", "val_fraction") else int, default=None,
+                        help=f"overrides the recipe's corpus.{key}")
     ap.add_argument("--domains", type=Path, default=None,
-                    help="domains export directory whose corpus/ split (plain-text demonstrations) is added")
+                    help="domains export directory whose corpus/ split (plain-text demonstrations) is added "
+                         "unless the recipe's corpus.mid_training is false")
     a = ap.parse_args(argv)
+    try:
+        cfg = recipe.load_recipe("pretrain_ckpt", a.recipe, a.overrides)["corpus"]
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for key in ("max_mb", "drill_docs", "val_fraction", "seed"):
+        if getattr(a, key) is not None:
+            cfg[key] = getattr(a, key)
+        setattr(a, key, cfg[key])
+    if not cfg["mid_training"]:
+        a.domains = None  # the recipe's corpus is made without the export, even where one is given
     if not 0 < a.val_fraction < 0.5:
         print(f"error: --val-fraction={a.val_fraction} must be in (0, 0.5)", file=sys.stderr)
         return 2
@@ -97,7 +117,8 @@ def main(argv=None) -> int:
     for split, part in (("validation", docs[:n_val]), ("train", docs[n_val:])):
         datasets.Dataset.from_dict({"text": part}).save_to_disk(str(tmp / split))
     manifest.write_manifest(tmp, stage="corpus", parent=a.domains, seed=a.seed,
-                            config=vars(a) | {"out": str(a.out), "domains": a.domains and str(a.domains)},
+                            config=vars(a) | {"out": str(a.out), "domains": a.domains and str(a.domains),
+                                              "corpus": cfg},
                             metrics={"documents": len(docs), "validation_documents": n_val,
                                      "characters": sum(map(len, docs)), "domain_documents": len(domain_docs),
                                      "domain_characters": sum(map(len, domain_docs))})

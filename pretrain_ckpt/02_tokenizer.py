@@ -1,10 +1,13 @@
 """Train the byte-level BPE tokenizer with the chat/tool special tokens of domains/chat.py.
 
-    python pretrain_ckpt/02_tokenizer.py --in data/corpus --out checkpoints/tokenizer --vocab-size 4096
+    python -m pretrain_ckpt.02_tokenizer --in data/corpus --out checkpoints/tokenizer            # tiny_cpu recipe
+    python -m pretrain_ckpt.02_tokenizer --in data/corpus --out /tmp/tok --recipe micro_cpu --vocab-size 1024
 
 Saved as a transformers PreTrainedTokenizerFast directory (tokenizer.json + config + a chat template
 that renders exactly domains.chat.render), which transformers and vLLM load. The vocabulary size
-is a multiple of 128 so Megatron needs no padding at any TP size up to 128.
+is a multiple of 128 so Megatron needs no padding at any TP size up to 128. It is the recipe's model.vocab_size
+(the base trained on this tokenizer has that vocabulary), the characters trained on its tokenizer.max_chars;
+--vocab-size and --max-chars override them.
 """
 from __future__ import annotations
 
@@ -12,10 +15,12 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m pretrain_ckpt.02_tokenizer ...")
 
 from domains import chat  # noqa: E402
-from model import manifest  # noqa: E402
+from model import manifest, recipe, sections  # noqa: E402
+from model.config import ConfigError  # noqa: E402
 
 # Jinja version of domains.chat.render (tool calls as JSON with keys name, arguments).
 CHAT_TEMPLATE = (
@@ -30,12 +35,28 @@ CHAT_TEMPLATE = (
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("pretrain_ckpt", ["tokenizer"]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--in", dest="inp", type=Path, required=True, help="corpus dataset directory (01_corpus.py)")
     ap.add_argument("--out", type=Path, required=True, help="tokenizer output directory")
-    ap.add_argument("--vocab-size", type=int, default=4096, help="vocabulary size, a multiple of 128")
-    ap.add_argument("--max-chars", type=int, default=4_000_000, help="characters of the corpus to train on")
+    ap.add_argument("--recipe", default="tiny_cpu", help="pretrain_ckpt/recipes/<name>.yaml or a path")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a recipe value, e.g. --set tokenizer.max_chars=1000000")
+    ap.add_argument("--vocab-size", type=int, default=None,
+                    help="vocabulary size, a multiple of 128 (overrides the recipe's model.vocab_size)")
+    ap.add_argument("--max-chars", type=int, default=None, help="overrides the recipe's tokenizer.max_chars")
     a = ap.parse_args(argv)
+    try:
+        cfg = recipe.load_recipe("pretrain_ckpt", a.recipe, a.overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.vocab_size is None:
+        if "vocab_size" not in cfg.get("model", {}):
+            print(f"error: recipe {a.recipe} sets no model.vocab_size: pass --vocab-size N", file=sys.stderr)
+            return 2
+        a.vocab_size = cfg["model"]["vocab_size"]
+    a.max_chars = cfg["tokenizer"]["max_chars"] if a.max_chars is None else a.max_chars
     if a.vocab_size % 128:
         print(f"error: --vocab-size={a.vocab_size} is not a multiple of 128 (Megatron TP padding); use e.g. "
               f"{(a.vocab_size // 128 + 1) * 128}", file=sys.stderr)

@@ -1,11 +1,11 @@
 """Pretrain the tiny MoE base on Megatron-Core (CPU: gloo; GPU: nccl), resumable after kill -9.
 
     # tiny CPU default (one process, ~8 min on 2 cores)
-    python pretrain_ckpt/03_pretrain.py --corpus data/corpus --tokenizer checkpoints/tokenizer --out checkpoints/base
+    python -m pretrain_ckpt.03_pretrain --corpus data/corpus --tokenizer checkpoints/tokenizer --out checkpoints/base
     # same run split over 2 processes (TP=2 / PP=2 / EP=2)
-    torchrun --nproc-per-node 2 pretrain_ckpt/03_pretrain.py ... --set parallel.ep=2
+    torchrun --nproc-per-node 2 -m pretrain_ckpt.03_pretrain ... --set parallel.ep=2
     # cluster: a recipe for the hardware, launched by torchrun on every node
-    torchrun --nnodes 4 --nproc-per-node 8 pretrain_ckpt/03_pretrain.py ... --recipe <name>_h200x8
+    torchrun --nnodes 4 --nproc-per-node 8 -m pretrain_ckpt.03_pretrain ... --recipe <name>_h200x8
 
 Step checkpoints (model, optimizer, scheduler, RNG, step) go to `<out>.run/` every `train.save_every`
 steps; rerunning the same command resumes from the newest complete one. The output directory
@@ -18,7 +18,8 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m pretrain_ckpt.03_pretrain ...")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

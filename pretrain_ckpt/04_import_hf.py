@@ -1,7 +1,7 @@
 """Import a HuggingFace checkpoint (Llama / Qwen2 / Qwen3 / Qwen3-MoE) as the base, the real-model path.
 
-    python pretrain_ckpt/04_import_hf.py --in /path/to/hf_model --out checkpoints/base
-    torchrun --nproc-per-node 8 pretrain_ckpt/04_import_hf.py --in /path/to/hf --out checkpoints/base --tp 2 --ep 4
+    python -m pretrain_ckpt.04_import_hf --in /path/to/hf_model --out checkpoints/base
+    torchrun --nproc-per-node 8 -m pretrain_ckpt.04_import_hf --in /path/to/hf --out checkpoints/base --tp 2 --ep 4
 
 Each rank loads the safetensors and copies its own TP/PP/EP shard into a Megatron GPTModel
 (model/hf_mapping.py), then all ranks save one torch_dist checkpoint that later stages load at any
@@ -16,7 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m pretrain_ckpt.04_import_hf ...")
 
 import torch  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Training-step throughput: Megatron-Core (model.train.train_step) vs transformers + a plain torch loop.
 
-    PYTHONPATH=. python pretrain_ckpt/bench_train.py --out results/bench/train.json [--threads 2] [--dtype bf16]
+    python -m pretrain_ckpt.bench_train --out results/bench/train.json [--threads 2] [--dtype bf16]
 
 Same run, same machine, same threads, same weights, same batch, same dtype:
 - megatron: the tiny MoE base config as a Megatron-Core GPTModel (local spec, single process, gloo, CPU
@@ -29,7 +29,6 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path

@@ -1,12 +1,12 @@
 """RL with verifiable rewards over many domains: vLLM rollouts, domain verifiers, GRPO on Megatron-Core.
 
     # tiny CPU default (after `make sft data`)
-    python rl/02_train.py --in checkpoints/sft --data data/domains --out checkpoints/rl
-    # micro (tests): python rl/02_train.py --in CHAIN/sft --data CHAIN/domains --out /tmp/rl --recipe micro_cpu
+    python -m rl.02_train --in checkpoints/sft --data data/domains --out checkpoints/rl
+    # micro (tests): python -m rl.02_train --in CHAIN/sft --data CHAIN/domains --out /tmp/rl --recipe micro_cpu
     # 2 processes on the CPU, expert-parallel trainer (rank 0 owns the rollout engine)
-    torchrun --nproc-per-node 2 rl/02_train.py --in checkpoints/sft --data data/domains --out checkpoints/rl --set parallel.ep=2
+    torchrun --nproc-per-node 2 -m rl.02_train --in checkpoints/sft --data data/domains --out checkpoints/rl --set parallel.ep=2
     # cluster: one node of 8 H200, colocated engine with sleep/wake (see rl/recipes/qwen3_30b_a3b_h200x8.yaml)
-    torchrun --nproc-per-node 8 rl/02_train.py --in checkpoints/sft --data data/domains --out checkpoints/rl --recipe qwen3_30b_a3b_h200x8
+    torchrun --nproc-per-node 8 -m rl.02_train --in checkpoints/sft --data data/domains --out checkpoints/rl --recipe qwen3_30b_a3b_h200x8
 
 One step: the scheduler picks prompts -> the engine samples `samples_per_prompt` multi-turn rollouts each
 (tools executed, observations appended) -> verifiers score them concurrently (infra errors excluded and
@@ -29,7 +29,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m rl.02_train ...")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -1,10 +1,10 @@
 """RL experiments at an equal step budget, evaluated on the held-out domains: domain scaling, scheduler ablation.
 
     # domain scaling: train on k training domains (family-stratified seeded choice), k in {1, 4, 16, 64, all}
-    python rl/03_experiments.py domain_scaling --in checkpoints/sft --data data/domains \
+    python -m rl.03_experiments domain_scaling --in checkpoints/sft --data data/domains \
         --out results/rl/experiments/domain_scaling.json --ks 1,4,16,64,all --seeds 0
     # scheduler ablation: uniform sampling vs the pass-rate-aware scheduler
-    python rl/03_experiments.py scheduler --in checkpoints/sft --data data/domains \
+    python -m rl.03_experiments scheduler --in checkpoints/sft --data data/domains \
         --out results/rl/experiments/scheduler.json --seeds 0,1
     # micro (minutes): add --recipe micro_cpu; cluster: --recipe qwen3_30b_a3b_h200x8 --launch "torchrun --nproc-per-node 8"
 
@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m rl.03_experiments ...")
 
 from model import manifest, results  # noqa: E402
 from model.config import ConfigError  # noqa: E402
@@ -101,11 +102,11 @@ def main(argv=None) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         if not (ckpt / "manifest.json").exists():
-            cmd = shlex.split(a.launch) + [str(ROOT / "rl" / "02_train.py"), "--in", str(a.inp), "--data",
-                                           str(a.data), "--out", str(ckpt), "--results", str(run_dir), "--recipe",
-                                           a.recipe] + [x for s in a.overrides + sets for x in ("--set", s)]
+            cmd = shlex.split(a.launch) + ["-m", "rl.02_train", "--in", str(a.inp), "--data", str(a.data), "--out",
+                                           str(ckpt), "--results", str(run_dir), "--recipe", a.recipe]
+            cmd += [x for s in a.overrides + sets for x in ("--set", s)]
             print(f"[{name}] {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
-            r = subprocess.run(cmd, env=env)
+            r = subprocess.run(cmd, env=env, cwd=ROOT)
             if r.returncode:
                 print(f"error: arm {name} failed (exit {r.returncode}); rerun to resume it", file=sys.stderr)
                 return r.returncode

@@ -1,8 +1,8 @@
 """RL benchmark: rollout throughput of vLLM vs transformers `generate` (same model, prompts, sampling, token
 count, in one run), weight-sync seconds against model bytes, and the RL step time split from a metrics file.
 
-    python rl/bench_rl.py --in checkpoints/sft --out results/bench/rl.json [--metrics results/rl/metrics.jsonl]
-    python rl/bench_rl.py --in /work/chain_micro/sft --out /tmp/rl.json --prompts 8 --samples 4 --tokens 32
+    python -m rl.bench_rl --in checkpoints/sft --out results/bench/rl.json [--metrics results/rl/metrics.jsonl]
+    python -m rl.bench_rl --in /work/chain_micro/sft --out /tmp/rl.json --prompts 8 --samples 4 --tokens 32
 
 Baseline: transformers `generate` (do_sample, num_return_sequences) on the same HF directory, float32, in
 this process; vLLM runs in its own process (model/vllm_engine.EngineProcess), both forced to exactly --tokens new
@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m rl.bench_rl ...")
 
 import torch  # noqa: E402
 

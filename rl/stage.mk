@@ -6,22 +6,22 @@ RL_EXP_LAUNCH = $(PY)$(if $(filter 1,$(NPROC)),, -m torch.distributed.run --stan
 
 rl: $(CKPT)/rl/manifest.json ## RL from the SFT checkpoint over the training domains (resumes after a kill)
 $(CKPT)/rl/manifest.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
-	$(LAUNCH) rl/02_train.py --in $(CKPT)/sft --data $(DATA)/domains --out $(CKPT)/rl --results $(RESULTS)/rl --recipe $(RECIPE)
+	$(LAUNCH) -m rl.02_train --in $(CKPT)/sft --data $(DATA)/domains --out $(CKPT)/rl --results $(RESULTS)/rl --recipe $(RECIPE)
 
 rl-scaling: $(RESULTS)/rl/experiments/domain_scaling.json ## RL on k in RL_KS training domains, equal steps, held-out pass rate
 $(RESULTS)/rl/experiments/domain_scaling.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
-	$(PY) rl/03_experiments.py domain_scaling --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
+	$(PY) -m rl.03_experiments domain_scaling --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
 		--work $(CKPT)/rl_experiments/domain_scaling --ks $(RL_KS) --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
 
 rl-sched-ablation: $(RESULTS)/rl/experiments/scheduler.json ## uniform vs pass-rate-aware task scheduler at equal steps
 $(RESULTS)/rl/experiments/scheduler.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
-	$(PY) rl/03_experiments.py scheduler --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
+	$(PY) -m rl.03_experiments scheduler --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
 		--work $(CKPT)/rl_experiments/scheduler --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
 
 rl-experiments: rl-scaling rl-sched-ablation ## both RL experiments -> results/rl/experiments/
 
 bench-rl: setup | $(call after,sft rl) ## vLLM vs transformers rollout tok/s, weight-sync s vs bytes, RL step split -> results/bench/rl.json
-	$(PRELOAD)$(PY) rl/bench_rl.py --in $(CKPT)/sft --out $(RESULTS)/bench/rl.json --metrics $(RESULTS)/rl/metrics.jsonl
+	$(PRELOAD)$(PY) -m rl.bench_rl --in $(CKPT)/sft --out $(RESULTS)/bench/rl.json --metrics $(RESULTS)/rl/metrics.jsonl
 
 test-rl: setup ## the rl/ tests only
 	$(PY) -m pytest -q -ra rl/tests $(PYTEST_ARGS)

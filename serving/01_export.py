@@ -1,11 +1,11 @@
 """Open-weights export: any stage's checkpoint -> an HF directory with a model card, servable as is.
 
     # tiny CPU (or any stage: base, sft, rl, fast)
-    python serving/01_export.py --in checkpoints/sft --out checkpoints/export
+    python -m serving.01_export --in checkpoints/sft --out checkpoints/export
     # bf16 weights, evaluation numbers looked up in another results folder
-    python serving/01_export.py --in checkpoints/rl --out checkpoints/export --dtype bfloat16 --results results
+    python -m serving.01_export --in checkpoints/rl --out checkpoints/export --dtype bfloat16 --results results
     # cluster: the same (one process; the mcore/ -> hf/ conversion reshards any TP/PP/EP on load)
-    python serving/01_export.py --in checkpoints/rl --out checkpoints/export --dtype bfloat16
+    python -m serving.01_export --in checkpoints/rl --out checkpoints/export --dtype bfloat16
 
 Writes <out>/hf/ (model.safetensors, config.json, generation_config.json that ends turns at <|im_end|>,
 tokenizer + chat template, README.md model card), <out>/serving.json (vLLM arguments for
@@ -23,7 +23,8 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m serving.01_export ...")
 
 from model import manifest  # noqa: E402
 from serving import card, server  # noqa: E402
@@ -90,7 +91,7 @@ def write_card(out_dir: Path, final: Path, inp: Path, results_dir: Path, name: s
     evals = card.evaluations(results_dir, manifest.manifest_hash(inp))
     conf = json.loads((out_dir / "hf" / "config.json").read_text())
     raw = shlex.join(["python"] + server.command(out_dir, name=name)[1:]).replace(str(out_dir.resolve()), str(final))
-    serve_cmd = f"python serving/03_serve.py --in {final}\n# the same server, directly:\n{raw}"
+    serve_cmd = f"python -m serving.03_serve --in {final}\n# the same server, directly:\n{raw}"
     (out_dir / "hf" / "README.md").write_text(card.render(name, conf, chain, evals, serve_cmd))
     return chain, evals
 

@@ -1,20 +1,20 @@
 """The fast variant: W8A8-quantized target + a draft model distilled from the target, one servable directory.
 
     # tiny CPU (target = the post-trained checkpoint; the draft learns its greedy answers)
-    python serving/02_fast.py --in checkpoints/sft --data data/domains --out checkpoints/fast --recipe tiny_cpu
+    python -m serving.02_fast --in checkpoints/sft --data data/domains --out checkpoints/fast --recipe tiny_cpu
     # micro (tests, seconds)
-    python serving/02_fast.py --in checkpoints/sft --data data/domains --out /tmp/fast --recipe micro_cpu
+    python -m serving.02_fast --in checkpoints/sft --data data/domains --out /tmp/fast --recipe micro_cpu
     # the draft's training on 2 processes (torchrun is used for the draft step only)
-    python serving/02_fast.py --in checkpoints/rl --data data/domains --out checkpoints/fast --nproc 2
+    python -m serving.02_fast --in checkpoints/rl --data data/domains --out checkpoints/fast --nproc 2
     # cluster (8 H200: FP8 target, larger draft)
-    python serving/02_fast.py --in checkpoints/rl --data data/domains --out checkpoints/fast \
+    python -m serving.02_fast --in checkpoints/rl --data data/domains --out checkpoints/fast \
         --recipe qwen3_30b_a3b_h200x8 --nproc 8
 
 Steps: (1) quantize the target's hf/ into <out>/hf (compressed-tensors W8A8, serving/quantize.py);
 (2) the unquantized target answers rl-split prompts greedily in vLLM; (3) a small dense draft is
 trained on those answers with Megatron-Core (serving/draft.py, model/loop.py) into <out>/draft/;
 (4) <out>/serving.json holds the vLLM arguments (speculative_config -> draft/hf), so
-`python serving/03_serve.py --in <out>` serves it; manifest.json (stage "fast", parent = --in) last.
+`python -m serving.03_serve --in <out>` serves it; manifest.json (stage "fast", parent = --in) last.
 With speculative.method=ngram steps 2-3 are skipped (prompt-lookup proposals, no model).
 """
 from __future__ import annotations
@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m serving.02_fast ...")
 
 from model import manifest, recipe, sections  # noqa: E402
 from model.config import ConfigError  # noqa: E402
@@ -143,7 +144,7 @@ def main(argv=None) -> int:
             (tmp / "hf" / "README.md").write_text(card.render(
                 name, json.loads((tmp / "hf" / "config.json").read_text()), card.provenance(a.inp),
                 card.evaluations(a.results, target_sha),
-                f"python serving/03_serve.py --in {a.out}\n# the same server, directly:\n{raw}")
+                f"python -m serving.03_serve --in {a.out}\n# the same server, directly:\n{raw}")
                 + f"\nFast variant of `{a.inp}`: {choice['scheme']} target"
                   f"{'' if choice['experts'] else ' (experts unquantized: ' + choice['experts_reason'] + ')'}, "
                   f"speculative decoding {spec['method']} with {k} proposed tokens. Evaluation numbers above are the "

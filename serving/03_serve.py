@@ -1,13 +1,13 @@
 """Serve a checkpoint with vLLM's OpenAI-compatible API on 127.0.0.1 (standard or fast variant).
 
     # tiny CPU: serve the exported standard variant until Ctrl-C
-    python serving/03_serve.py --in checkpoints/export
+    python -m serving.03_serve --in checkpoints/export
     # the fast variant (quantized target + draft model, from its serving.json)
-    python serving/03_serve.py --in checkpoints/fast --port 8001
+    python -m serving.03_serve --in checkpoints/fast --port 8001
     # start, run the client smoke test (chat completion through the chat template), stop cleanly
-    python serving/03_serve.py --in checkpoints/export --smoke
+    python -m serving.03_serve --in checkpoints/export --smoke
     # cluster: the same script on a GPU node (serving.json carries the engine arguments)
-    python serving/03_serve.py --in checkpoints/fast --host 127.0.0.1 --port 8000
+    python -m serving.03_serve --in checkpoints/fast --host 127.0.0.1 --port 8000
 
 Prints the exact vLLM command, waits for GET /health, prints the base URL. SIGINT/SIGTERM stop
 the server's process group (and nothing else). Exit 2 on a bad --in, 1 if the server fails.
@@ -22,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m serving.03_serve ...")
 
 from model import manifest  # noqa: E402
 from serving import server  # noqa: E402

@@ -1,11 +1,11 @@
 """Benchmark: fast variant (quantized target + speculative decoding) vs the standard variant, same run.
 
     # tiny CPU (after `make fast`): standard = the fast variant's parent
-    python serving/bench_fast.py --fast checkpoints/fast --data data/domains --out results/bench/fast.json
+    python -m serving.bench_fast --fast checkpoints/fast --data data/domains --out results/bench/fast.json
     # micro, quick (no pass-rate eval), with the quant-only and spec-only ablations
-    python serving/bench_fast.py --fast /tmp/fast --data /tmp/domains --out /tmp/fast.json --reps 2 --no-quality --ablations
+    python -m serving.bench_fast --fast /tmp/fast --data /tmp/domains --out /tmp/fast.json --reps 2 --no-quality --ablations
     # cluster: the same script on a GPU node (batches 1, 8, 64 by default)
-    python serving/bench_fast.py --fast checkpoints/fast --data data/domains --out results/bench/fast.json --reps 5
+    python -m serving.bench_fast --fast checkpoints/fast --data data/domains --out results/bench/fast.json --reps 5
 
 Each variant runs in its own vLLM engine process (serving.server.engine_process), both alive at once, and the
 measurements interleave: every repetition runs every batch size on both sides, alternating which
@@ -27,7 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m serving.bench_fast ...")
 
 from model import manifest, results  # noqa: E402
 

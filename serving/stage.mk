@@ -10,11 +10,11 @@ PORT ?= 8000## port of `make serve` on 127.0.0.1
 
 export: $(CKPT)/export/manifest.json ## HF weights + model card (evals, provenance) of SERVE_FROM -> checkpoints/export
 $(CKPT)/export/manifest.json: $(CKPT)/$(SERVE_FROM)/manifest.json
-	$(PY) serving/01_export.py --in $(CKPT)/$(SERVE_FROM) --out $(CKPT)/export --results $(RESULTS)
+	$(PY) -m serving.01_export --in $(CKPT)/$(SERVE_FROM) --out $(CKPT)/export --results $(RESULTS)
 
 fast: $(CKPT)/fast/manifest.json ## quantized SERVE_FROM + draft model distilled from it (speculative decoding)
 $(CKPT)/fast/manifest.json: $(CKPT)/$(SERVE_FROM)/manifest.json $(DATA)/domains/manifest.json
-	$(PRELOAD)$(PY) serving/02_fast.py --in $(CKPT)/$(SERVE_FROM) --data $(DATA)/domains --out $(CKPT)/fast --results $(RESULTS) \
+	$(PRELOAD)$(PY) -m serving.02_fast --in $(CKPT)/$(SERVE_FROM) --data $(DATA)/domains --out $(CKPT)/fast --results $(RESULTS) \
 		--recipe $(RECIPE) --nproc $(NPROC)
 
 # export's and fast's model cards list the results files measuring SERVE_FROM that exist when the card is written.
@@ -29,14 +29,14 @@ endif
 serve serve-smoke: | $(call after,$(SERVE))
 serve: setup ## OpenAI API on 127.0.0.1:PORT for $(CKPT)/$(SERVE) until Ctrl-C (waits for /health, prints the URL)
 	@test -f $(CKPT)/$(SERVE)/manifest.json || { echo "error: $(CKPT)/$(SERVE) is missing: run \`make $(SERVE)\` first" >&2; exit 2; }
-	$(PRELOAD)$(PY) serving/03_serve.py --in $(CKPT)/$(SERVE) --port $(PORT)
+	$(PRELOAD)$(PY) -m serving.03_serve --in $(CKPT)/$(SERVE) --port $(PORT)
 
 serve-smoke: setup ## start the server, one chat completion through the chat template, clean shutdown
 	@test -f $(CKPT)/$(SERVE)/manifest.json || { echo "error: $(CKPT)/$(SERVE) is missing: run \`make $(SERVE)\` first" >&2; exit 2; }
-	$(PRELOAD)$(PY) serving/03_serve.py --in $(CKPT)/$(SERVE) --port 0 --smoke
+	$(PRELOAD)$(PY) -m serving.03_serve --in $(CKPT)/$(SERVE) --port 0 --smoke
 
 bench-fast: setup $(CKPT)/fast/manifest.json ## fast vs standard tok/s at batch 1/8/64, acceptance, pass rates -> results/bench/fast.json
-	$(PRELOAD)$(PY) serving/bench_fast.py --fast $(CKPT)/fast --data $(DATA)/domains --out $(RESULTS)/bench/fast.json --ablations
+	$(PRELOAD)$(PY) -m serving.bench_fast --fast $(CKPT)/fast --data $(DATA)/domains --out $(RESULTS)/bench/fast.json --ablations
 
 test-serving: setup ## serving tests only
 	$(PY) -m pytest -q -ra serving/tests $(PYTEST_ARGS)

@@ -1,6 +1,6 @@
 """Build the SFT dataset: mix demonstrations per family, apply the chat format, mask, pack.
 
-    python sft/01_data.py --in data/domains --base checkpoints/base --out data/sft --recipe tiny_cpu
+    python -m sft.01_data --in data/domains --base checkpoints/base --out data/sft --recipe tiny_cpu
 
 The recipe's `data:` block sets the mixture (weight per family), the number of demonstrations,
 the maximum conversation length and the pack length. Reads the `sft` split of a domains export
@@ -17,7 +17,8 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m sft.01_data ...")
 
 from model import manifest, recipe, sections  # noqa: E402
 from model.config import ConfigError  # noqa: E402

@@ -1,11 +1,11 @@
 """Supervised fine-tuning on Megatron-Core (TP/PP/EP/DP/SP from the recipe), resumable after kill -9.
 
     # tiny CPU default
-    python sft/02_train.py --in checkpoints/base --data data/sft --out checkpoints/sft
+    python -m sft.02_train --in checkpoints/base --data data/sft --out checkpoints/sft
     # 2 processes on the CPU, expert parallel
-    torchrun --nproc-per-node 2 sft/02_train.py --in checkpoints/base --data data/sft --out checkpoints/sft --set parallel.ep=2
+    torchrun --nproc-per-node 2 -m sft.02_train --in checkpoints/base --data data/sft --out checkpoints/sft --set parallel.ep=2
     # cluster (one node of 8 H200; see sft/recipes/*_h200x8.yaml and `make plan`)
-    torchrun --nproc-per-node 8 sft/02_train.py --in checkpoints/base --data data/sft --out checkpoints/sft --recipe qwen3_30b_a3b_h200x8
+    torchrun --nproc-per-node 8 -m sft.02_train --in checkpoints/base --data data/sft --out checkpoints/sft --recipe qwen3_30b_a3b_h200x8
 
 Loads the base's torch_dist weights at this run's layout (any TP/PP/EP), trains on packed
 conversations (sft/01_data.py) with the loss on assistant tokens only and document-causal
@@ -17,7 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m sft.02_train ...")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

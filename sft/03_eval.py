@@ -1,7 +1,7 @@
 """Quick evaluation: pass rate per family on training and held-out domains, through vLLM.
 
-    python sft/03_eval.py --in checkpoints/sft  --data data/domains --out results/sft/eval.json
-    python sft/03_eval.py --in checkpoints/base --data data/domains --out results/base/eval.json
+    python -m sft.03_eval --in checkpoints/sft  --data data/domains --out results/sft/eval.json
+    python -m sft.03_eval --in checkpoints/base --data data/domains --out results/base/eval.json
 
 The project's one evaluation protocol (domains/evaluate.py) on an in-process vLLM engine, greedy: the first
 --per-domain tasks of each domain in the export's eval split, multi-turn rollouts, each domain's verifier (code
@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m sft.03_eval ...")
 
 from model import manifest, results  # noqa: E402
 

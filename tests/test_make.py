@@ -44,6 +44,18 @@ def dry_run(tmp: Path, *goals: str, extra: tuple = ()) -> tuple[dict, dict]:
     return graph, cmds
 
 
+def script_of(words: list[str]) -> str:
+    """The stage script a command runs (`python -m sft.02_train` -> sft/02_train.py), or ''."""
+    mods = [b for a, b in zip(words, words[1:]) if a == "-m" and "." in b and not b.startswith("torch.")]
+    return mods[0].replace(".", "/") + ".py" if mods else ""
+
+
+def scripts_of(cmds: dict) -> list[str]:
+    """The scripts of a plan's commands, in order; `python -m domains` counts as "domains"."""
+    return [s for words in cmds.values() for a, b in zip(words, words[1:]) if a == "-m"
+            for s in [script_of([a, b]) or (b if b == "domains" else "")] if s]
+
+
 def ancestors(graph: dict, target: str) -> set[str]:
     seen, todo = set(), [target]
     while todo:
@@ -56,7 +68,7 @@ def ancestors(graph: dict, target: str) -> set[str]:
 
 def io(words: list[str]) -> tuple[list[str], list[str]]:
     """(paths read, paths written) of one command, from its flags."""
-    script = next((w for w in words if w.endswith(".py")), "")
+    script = script_of(words)
     writes = WRITES | WRITES_BY_SCRIPT.get(script, set())
     r, w = [], []
     for flag, value in zip(words, words[1:]):
@@ -77,7 +89,7 @@ def races(graph: dict, cmds: dict) -> list[str]:
     out = []
     for reader, (reads, _) in steps.items():
         card = next((words[words.index("--in") + 1] for words in [cmds[reader]]
-                     if any(s in words for s in CARD_SCRIPTS)), None)  # the card's target
+                     if script_of(words) in CARD_SCRIPTS), None)  # the card's target
         before = ancestors(graph, reader)
         for writer, (_, writes) in steps.items():
             if writer == reader:
@@ -114,7 +126,7 @@ def test_eval_builds_no_checkpoint_it_finds(tmp_path):
     (tmp_path / "ck" / "base").mkdir(parents=True)
     (tmp_path / "ck" / "base" / "manifest.json").write_text("{}")
     graph, cmds = dry_run(tmp_path, "eval")
-    scripts = [w for words in cmds.values() for w in words if w.endswith(".py") or w == "domains"]
+    scripts = scripts_of(cmds)
     assert scripts == ["eval/04_eval.py"], scripts
 
 
@@ -136,6 +148,6 @@ def test_sft_over_an_imported_base_never_pretrains_over_it(tmp_path, imported, p
     key = "imported_from" if imported else "metrics"
     (tmp_path / "ck" / "base" / "manifest.json").write_text(f'{{"stage": "base", "{key}": {{}}}}')
     _, cmds = dry_run(tmp_path, "sft")
-    scripts = [w for words in cmds.values() for w in words if w.endswith(".py")]
+    scripts = scripts_of(cmds)
     assert "sft/02_train.py" in scripts, scripts
     assert ("pretrain_ckpt/03_pretrain.py" in scripts) is pretrains, scripts

@@ -40,18 +40,18 @@ def _items(recs: list[dict]) -> list[tuple]:
 def by_caller(target, memorised, tmp_path_factory) -> dict[str, list[tuple]]:
     d = tmp_path_factory.mktemp("one_protocol")
     out: dict[str, list[tuple]] = {}
-    r = run([sys.executable, "sft/03_eval.py", "--in", str(target), "--data", str(memorised), "--out", str(d / "q.json"),
+    r = run([sys.executable, "-m", "sft.03_eval", "--in", str(target), "--data", str(memorised), "--out", str(d / "q.json"),
              "--per-domain", str(PER_DOMAIN), "--max-tokens", str(MAX_TOKENS)])
     assert r.returncode == 0, r.stderr[-3000:]
     out["sft/03_eval"] = _items(json.loads((d / "q.json").read_text())["items"])
-    r = run([sys.executable, "rl/02_train.py", "--in", str(target), "--data", str(memorised), "--out", str(d / "rl"),
+    r = run([sys.executable, "-m", "rl.02_train", "--in", str(target), "--data", str(memorised), "--out", str(d / "rl"),
              "--results", str(d / "rl_results"), "--recipe", "micro_cpu", "--set", "train.steps=1",
              "--set", "eval.at_start=true", "--set", f"eval.per_domain={PER_DOMAIN}",
              "--set", f"eval.max_tokens={MAX_TOKENS}", "--set", "eval.splits=[train,heldout]",
              "--set", "sched.families=[math]"])
     assert r.returncode == 0, r.stderr[-3000:]
     out["rl at_start"] = _items(json.loads((d / "rl_results" / "eval.json").read_text())["items_at_start"])
-    r = run([sys.executable, "eval/04_eval.py", "--in", str(target), "--data", str(memorised), "--out",
+    r = run([sys.executable, "-m", "eval.04_eval", "--in", str(target), "--data", str(memorised), "--out",
              str(d / "e.json"), "--recipe", "micro_cpu", "--suites", "quick", "--set", f"quick.per_domain={PER_DOMAIN}",
              "--set", f"quick.max_tokens={MAX_TOKENS}"])
     assert r.returncode == 0, r.stderr[-3000:]

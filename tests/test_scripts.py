@@ -1,7 +1,7 @@
 """Every numbered entry script (`<stage>/NN_*.py`, and `python -m launch`) documents itself with commands that work:
-its docstring opens (after the summary) with a block of commands running it, every recipe it names exists in the
-stage whose script the command runs, every `make` target and variable it names is the Makefile's, and `--help`
-exits 0. The notebooks/NN_*.py match the pattern but are jupytext notebooks run by `python -m notebooks` (markdown
+its docstring opens (after the summary) with a block of commands running it as a module (`python -m sft.02_train`),
+every recipe it names exists in the stage whose script the command runs, every `make` target and variable it names
+is the Makefile's, `--help` exits 0, and a run by path says in one line how to run it. The notebooks/NN_*.py match the pattern but are jupytext notebooks run by `python -m notebooks` (markdown
 header, no arguments), so they are left out.
 """
 from __future__ import annotations
@@ -20,7 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("*/[0-9][0-9]_*.py")
                  if p.parent.name != "notebooks") + ["launch/__main__.py"]
 COMMAND = re.compile(r"^(#|python |torchrun |make |\.venv(-launch)?/bin/python |[A-Z_]+=\S* )")
-SCRIPT_PATH = re.compile(r"\b(pretrain_ckpt|sft|rl|eval|serving|launch)/\w+\.py\b")
+SCRIPT_MODULE = re.compile(r"-m (pretrain_ckpt|sft|rl|eval|serving|launch)\b")
+
+
+def module(script: str) -> str:
+    """sft/02_train.py -> sft.02_train; launch/__main__.py -> launch."""
+    return script.removesuffix(".py").removesuffix("/__main__").replace("/", ".")
 
 
 def doc(script: str) -> str:
@@ -49,7 +54,7 @@ def test_docstring_opens_with_commands_that_run_the_script(script):
     assert all(ln.startswith("    ") for ln in block), f"{script}: the paragraph after the summary is not commands"
     lines = command_lines(paragraphs[1])
     assert all(COMMAND.match(ln) for ln in lines), f"{script}: not a command or comment: {lines}"
-    me = "-m launch" if script == "launch/__main__.py" else script
+    me = f"-m {module(script)}"
     assert any(me in ln for ln in lines if not ln.startswith("#")), f"{script}: its command block never runs it"
 
 
@@ -58,7 +63,7 @@ def test_recipes_named_in_the_docstring_exist(script):
     own, text = script.split("/")[0], doc(script)
     missing = []
     for line in command_lines(text) + re.findall(r"`([^`]+)`", text):  # commands, and `...` spans in the prose
-        stage = (SCRIPT_PATH.search(line.split(" -- ", 1)[-1]) or [None, own])[1]  # the stage of the script it runs
+        stage = (SCRIPT_MODULE.search(line.split(" -- ", 1)[-1]) or [None, own])[1]  # the stage of the script it runs
         missing += [f"{stage}/recipes/{name}.yaml" for name in re.findall(r"--recipe[ =]([\w.-]+)", line)]
     missing += re.findall(r"\b\w+/recipes/[\w.-]+\.yaml", text)  # recipe files named by path anywhere
     missing = [m for m in missing if not (ROOT / m).is_file()]
@@ -88,11 +93,17 @@ def test_make_targets_and_variables_named_in_the_docstring_exist(script):
 def test_help_exits_0():
     """`--help` of every script, in parallel (several import torch/megatron before parsing: ~10 s each)."""
     def run(script):
-        cmd = [sys.executable, "-m", "launch", "--help"] if script == "launch/__main__.py" else [sys.executable,
-                                                                                                  script, "--help"]
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+        r = subprocess.run([sys.executable, "-m", module(script), "--help"], cwd=ROOT, capture_output=True, text=True, timeout=240)
         return script, r.returncode, r.stderr[-1500:]
 
     with ThreadPoolExecutor(4) as ex:
         failed = [f"{s}: exit {rc}\n{err}" for s, rc, err in ex.map(run, SCRIPTS) if rc != 0]
     assert not failed, "\n".join(failed)
+
+
+@pytest.mark.parametrize("script", ["sft/02_train.py", "eval/05_compare.py"])
+def test_a_run_by_path_says_how_to_run_it(script):
+    """`python sft/02_train.py` cannot import the project (no sys.path inserts): one line names the module form."""
+    r = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == [
+        f"error: run it from the repository root as a module: python -m {module(script)} ..."], r.stderr

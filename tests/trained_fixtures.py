@@ -30,9 +30,9 @@ def micro_math_chain(tmp_path_factory) -> Path:
     """corpus -> tokenizer -> a 2-step micro base (the target) + a math-only domains export."""
     d = tmp_path_factory.mktemp("serving_chain")
     steps = [
-        ["pretrain_ckpt/01_corpus.py", "--out", str(d / "corpus"), "--max-mb", "0.3", "--drill-docs", "50"],
-        ["pretrain_ckpt/02_tokenizer.py", "--in", str(d / "corpus"), "--out", str(d / "tok"), "--vocab-size", "1024"],
-        ["pretrain_ckpt/03_pretrain.py", "--corpus", str(d / "corpus"), "--tokenizer", str(d / "tok"), "--out",
+        ["-m", "pretrain_ckpt.01_corpus", "--out", str(d / "corpus"), "--max-mb", "0.3", "--drill-docs", "50"],
+        ["-m", "pretrain_ckpt.02_tokenizer", "--in", str(d / "corpus"), "--out", str(d / "tok"), "--vocab-size", "1024"],
+        ["-m", "pretrain_ckpt.03_pretrain", "--corpus", str(d / "corpus"), "--tokenizer", str(d / "tok"), "--out",
          str(d / "base"), "--recipe", "micro_cpu", "--set", "model.vocab_size=1024", "--set", "train.steps=2",
          "--set", "optim.warmup_steps=1", "--set", "train.save_every=100"],
         ["-m", "domains", "export", "--out", str(d / "domains"), "--sft-per-domain", "1", "--rl-per-domain", "2",
@@ -86,10 +86,10 @@ def target(micro_math_chain, memorised, tmp_path_factory) -> Path:
     and greedy decoding then passed 12 of the 12 tasks on the standard and on the fast variant."""
     chain, d = micro_math_chain, tmp_path_factory.mktemp("serving_target")
     steps = [
-        ["sft/01_data.py", "--in", str(memorised), "--base", str(chain / "base"), "--out", str(d / "sft_data"),
+        ["-m", "sft.01_data", "--in", str(memorised), "--base", str(chain / "base"), "--out", str(d / "sft_data"),
          "--recipe", "micro_cpu", "--set", "data.num_demos=120", "--set", "data.pack_length=256",
          "--set", "data.max_length=256"],
-        ["sft/02_train.py", "--in", str(chain / "base"), "--data", str(d / "sft_data"), "--out", str(d / "sft"),
+        ["-m", "sft.02_train", "--in", str(chain / "base"), "--data", str(d / "sft_data"), "--out", str(d / "sft"),
          "--recipe", "micro_cpu", "--set", "train.steps=150", "--set", "train.seq_length=256",
          "--set", "parallel.micro_batch_size=2", "--set", "parallel.global_batch_size=2", "--set", "optim.lr=0.005",
          "--set", "optim.warmup_steps=5", "--set", "train.save_every=1000"],

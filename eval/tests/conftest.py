@@ -27,10 +27,10 @@ def tok_dir(tmp_path_factory) -> Path:
     if (CHAIN / "base" / "hf" / "tokenizer.json").exists():
         return CHAIN / "base" / "hf"
     d = tmp_path_factory.mktemp("eval_tok")
-    r = run([sys.executable, "pretrain_ckpt/01_corpus.py", "--out", str(d / "corpus"), "--max-mb", "0.4",
+    r = run([sys.executable, "-m", "pretrain_ckpt.01_corpus", "--out", str(d / "corpus"), "--max-mb", "0.4",
              "--drill-docs", "100"])
     assert r.returncode == 0, r.stderr
-    r = run([sys.executable, "pretrain_ckpt/02_tokenizer.py", "--in", str(d / "corpus"), "--out", str(d / "tok"),
+    r = run([sys.executable, "-m", "pretrain_ckpt.02_tokenizer", "--in", str(d / "corpus"), "--out", str(d / "tok"),
              "--vocab-size", "1024"])
     assert r.returncode == 0, r.stderr
     return d / "tok"
@@ -43,7 +43,7 @@ def micro_ckpt(tok_dir, tmp_path_factory) -> Path:
         if (CHAIN / stage / "manifest.json").exists():
             return CHAIN / stage
     out = tmp_path_factory.mktemp("eval_ckpt") / "base"
-    r = run([sys.executable, "pretrain_ckpt/03_pretrain.py", "--corpus", str(tok_dir.parent / "corpus"), "--tokenizer",
+    r = run([sys.executable, "-m", "pretrain_ckpt.03_pretrain", "--corpus", str(tok_dir.parent / "corpus"), "--tokenizer",
              str(tok_dir), "--out", str(out), "--recipe", "micro_cpu", "--set", "model.vocab_size=1024",
              "--set", "train.steps=2", "--set", "optim.warmup_steps=1", "--set", "train.save_every=100"])
     assert r.returncode == 0, r.stderr[-3000:]

@@ -16,7 +16,7 @@ from eval.tests.conftest import run
 @pytest.mark.slow
 def test_eval_writes_the_documented_schema_for_a_checkpoint(tmp_path, micro_ckpt):
     out = tmp_path / "eval" / "stage.json"
-    r = run([sys.executable, "eval/04_eval.py", "--in", str(micro_ckpt), "--out", str(out), "--recipe", "micro_cpu",
+    r = run([sys.executable, "-m", "eval.04_eval", "--in", str(micro_ckpt), "--out", str(out), "--recipe", "micro_cpu",
              "--set", "longctx.lengths=[256,1100]", "--set", "longctx.tasks=[niah_single_2,qa]"], timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -42,14 +42,14 @@ def test_eval_writes_the_documented_schema_for_a_checkpoint(tmp_path, micro_ckpt
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, msg):
     args = [x.replace("{tmp}", str(tmp_path)) for x in args]
     out = tmp_path / "r.json"
-    r = run([sys.executable, "eval/04_eval.py", *args, "--out", str(out), "--recipe", "micro_cpu",
+    r = run([sys.executable, "-m", "eval.04_eval", *args, "--out", str(out), "--recipe", "micro_cpu",
              "--suites", "longctx"])
     assert r.returncode == 2 and msg in r.stderr.strip().splitlines()[-1], r.stderr
     assert not out.exists()
 
 
 def test_unknown_recipe_names_the_choices(tmp_path):
-    r = run([sys.executable, "eval/04_eval.py", "--endpoint", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "r"),
+    r = run([sys.executable, "-m", "eval.04_eval", "--endpoint", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "r"),
              "--recipe", "nope", "--suites", "regression"])
     assert r.returncode == 2 and "micro_cpu" in r.stderr.strip().splitlines()[-1]
 

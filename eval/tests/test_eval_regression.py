@@ -63,7 +63,7 @@ def test_compare_script_prints_the_before_after_table(tmp_path, oracle_result):
     flipped = json.loads(json.dumps(oracle_result))
     flipped["rows"][0].update(passed=False, turns=1)
     b.write_text(json.dumps({"schema": {"name": "eval.stage"}, "suites": {"regression": flipped}}))
-    r = run([sys.executable, "eval/05_compare.py", str(a), str(b)])
+    r = run([sys.executable, "-m", "eval.05_compare", str(a), str(b)])
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("terminal-0"))
     assert line.split()[2:] == ["pass/2", "fail/1", "*"]

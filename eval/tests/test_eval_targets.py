@@ -63,7 +63,7 @@ def test_chat_api_sends_messages_with_tool_calls_as_text(fake_openai):
 
 def _longctx(tmp_path, url, tok_dir):
     out = tmp_path / "lc.json"
-    r = run([sys.executable, "eval/01_longctx.py", "--endpoint", url, "--tokenizer", str(tok_dir), "--out", str(out),
+    r = run([sys.executable, "-m", "eval.01_longctx", "--endpoint", url, "--tokenizer", str(tok_dir), "--out", str(out),
              "--recipe", "micro_cpu", "--timeout-s", "0.5", "--retries", "0", "--set", "longctx.lengths=[512,1024]"])
     return r, out
 
@@ -98,7 +98,7 @@ def test_longctx_through_a_broken_endpoint_records_one_error_per_task(tmp_path, 
 
 
 def test_endpoint_without_tokenizer_is_refused(tmp_path):
-    r = run([sys.executable, "eval/01_longctx.py", "--endpoint", "http://127.0.0.1:9/v1", "--out",
+    r = run([sys.executable, "-m", "eval.01_longctx", "--endpoint", "http://127.0.0.1:9/v1", "--out",
              str(tmp_path / "x.json"), "--recipe", "micro_cpu"])
     assert r.returncode == 2 and "--tokenizer" in r.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "x.json").exists()

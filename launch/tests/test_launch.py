@@ -80,8 +80,8 @@ def make_n(*args) -> subprocess.CompletedProcess:
 def test_make_slurm_wraps_the_training_step_in_the_launcher(tmp_path):
     r = make_n("sft", "EXECUTOR=slurm", "LAUNCH_ARGS=--detach", f"CKPT={tmp_path}/ck", f"DATA={tmp_path}/d")
     assert r.returncode == 0, r.stderr
-    line = next(ln for ln in r.stdout.splitlines() if "sft/02_train.py" in ln)
-    assert ".venv-launch/bin/python -m launch --executor slurm --detach -- sft/02_train.py" in line
+    line = next(ln for ln in r.stdout.splitlines() if "sft.02_train" in ln)
+    assert ".venv-launch/bin/python -m launch --executor slurm --detach -- -m sft.02_train" in line
 
 
 def test_make_rejects_an_unknown_executor():
@@ -90,14 +90,14 @@ def test_make_rejects_an_unknown_executor():
 
 
 def test_cli_refuses_recipe_without_cluster_section(capsys):
-    rc = cli.main(["--", "sft/02_train.py", "--in", "x", "--out", "y", "--recipe", "tiny_cpu"])
+    rc = cli.main(["--", "-m", "sft.02_train", "--in", "x", "--out", "y", "--recipe", "tiny_cpu"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "has no cluster: section" in err
 
 
 def test_cli_refuses_script_outside_the_clone(capsys):
-    rc = cli.main(["--", "sft/99_missing.py", "--recipe", "tiny_cpu"])
-    assert rc == 2 and "is not a file of this clone" in capsys.readouterr().err
+    rc = cli.main(["--", "-m", "sft.99_missing", "--recipe", "tiny_cpu"])
+    assert rc == 2 and "is not a script of this clone" in capsys.readouterr().err
 
 
 # --- NeMo-Run in .venv-launch --------------------------------------------------------------------------
@@ -119,7 +119,7 @@ def launch(venv: Path, tmp: Path, args: list[str], **env) -> subprocess.Complete
                           timeout=600)
 
 
-SFT_CMD = ["sft/02_train.py", "--in", "checkpoints/base", "--data", "data/sft", "--out", "checkpoints/sft",
+SFT_CMD = ["-m", "sft.02_train", "--in", "checkpoints/base", "--data", "data/sft", "--out", "checkpoints/sft",
            "--recipe", "qwen3_30b_a3b_h200x8"]
 
 
@@ -153,7 +153,7 @@ def test_sbatch_torchrun_command_line(sft_sbatch):
     assert opts["--nnodes"] == "2" and opts["--nproc-per-node"] == "8"
     assert opts["--rdzv-backend"] == "c10d" and opts["--rdzv-endpoint"] == "DOLLARhead_node_ip:29500"
     assert opts["--node-rank"] == "DOLLARSLURM_NODEID"
-    assert tr[tr.index("sft/02_train.py"):] == SFT_CMD  # the stage script with its --in/--data/--out/--recipe
+    assert tr[tr.index("-m"):] == SFT_CMD  # the stage module with its --in/--data/--out/--recipe
 
 
 @pytest.mark.slow
@@ -174,13 +174,14 @@ def test_make_sbatch_renders_the_stages_own_step(launch_venv, tmp_path):
                        env=dict(os.environ, SBATCH_ACCOUNT="acct", NEMORUN_HOME=str(tmp_path / "nr")))
     assert r.returncode == 0, r.stderr[-3000:]
     srun = [ln for ln in r.stdout.splitlines() if ln.startswith("srun ")]
-    assert len(srun) == 1 and srun[0].endswith(f"sft/02_train.py --in {tmp_path}/ck/base --data {tmp_path}/d/sft "
+    assert len(srun) == 1 and srun[0].endswith(f"-m sft.02_train --in {tmp_path}/ck/base --data {tmp_path}/d/sft "
                                                f"--out {tmp_path}/ck/sft --recipe qwen3_30b_a3b_h200x8")
 
 
 @pytest.mark.slow
 def test_one_process_per_node_launcher(launch_venv, tmp_path):
-    """launcher: none (vLLM eval with its own parallelism): python once per node, no torchrun."""
+    """launcher: none (vLLM eval with its own parallelism): python once per node, no torchrun. The command names
+    its script by path, which the launcher runs as the module it is."""
     recipe = tmp_path / "eval_h200x8.yaml"
     recipe.write_text(json.dumps({"cluster": {**GOOD, "nodes": 1, "launcher": "none", "job_dir": str(tmp_path / "j")}}))
     out = tmp_path / "eval.sbatch"
@@ -191,7 +192,7 @@ def test_one_process_per_node_launcher(launch_venv, tmp_path):
     text = out.read_text()
     srun = next(ln for ln in text.splitlines() if ln.startswith("srun "))
     assert "torchrun" not in text and "#SBATCH --ntasks-per-node=1" in text
-    assert srun.endswith("python sft/03_eval.py --in checkpoints/sft --data data/domains --out results/sft/eval.json")
+    assert srun.endswith("python -m sft.03_eval --in checkpoints/sft --data data/domains --out results/sft/eval.json")
 
 
 @pytest.mark.slow

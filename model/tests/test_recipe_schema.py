@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -46,6 +47,8 @@ def refusal(fn) -> str:
     ("sft", "data", "num_demo", "num_demos"),
     ("rl", "rollout", "temprature", "temperature"),
     ("pretrain_ckpt", "train", "stpes", "steps"),
+    ("pretrain_ckpt", "corpus", "max_mbs", "max_mb"),
+    ("domains", "export", "sft_per_domian", "sft_per_domain"),
 ])
 def test_typo_in_a_recipe_file_is_refused(tmp_path, stage, section, key, hint):
     p = bad_recipe(tmp_path, stage, "micro_cpu", section, key, 1)
@@ -168,7 +171,7 @@ def run(args: list[str]) -> subprocess.CompletedProcess:
 
 def test_pretrain_refuses_a_mistyped_set_before_anything_is_written(tmp_path):
     out = tmp_path / "base"
-    r = run(["pretrain_ckpt/03_pretrain.py", "--corpus", str(tmp_path / "corpus"), "--tokenizer", str(tmp_path / "tok"),
+    r = run(["-m", "pretrain_ckpt.03_pretrain", "--corpus", str(tmp_path / "corpus"), "--tokenizer", str(tmp_path / "tok"),
              "--out", str(out), "--recipe", "micro_cpu", "--set", "train.stpes=3"])
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and len(lines) == 1 and "train.stpes is not a key of train" in lines[0], r.stderr
@@ -176,7 +179,33 @@ def test_pretrain_refuses_a_mistyped_set_before_anything_is_written(tmp_path):
 
 
 def test_pretrain_help_shows_the_recipe_fields():
-    r = run(["pretrain_ckpt/03_pretrain.py", "--help"])
+    r = run(["-m", "pretrain_ckpt.03_pretrain", "--help"])
     assert r.returncode == 0
     want = "eval_every = 100 held-out loss interval (0 = only at the end)"
     assert any(" ".join(ln.split()) == want for ln in r.stdout.splitlines()), r.stdout
+
+
+def test_corpus_and_tokenizer_refuse_a_mistyped_set_before_anything_is_written(tmp_path):
+    for args in (["-m", "pretrain_ckpt.01_corpus", "--out", str(tmp_path / "c"), "--set", "corpus.drill_doc=3"],
+                 ["-m", "pretrain_ckpt.02_tokenizer", "--in", str(tmp_path / "c"), "--out", str(tmp_path / "t"),
+                  "--set", "tokenizer.max_char=3"],
+                 ["-m", "domains", "export", "--out", str(tmp_path / "d"), "--recipe", "micro_cpu",
+                  "--set", "export.rl_per_domian=3"]):
+        r = run(args)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and "is not a key of" in lines[0] and "did you mean" in lines[0], \
+            (args, r.stderr)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_corpus_sizes_are_the_recipes_and_a_flag_overrides_them(tmp_path):
+    """micro_cpu: corpus.drill_docs 300 and mid_training false (a --domains given is not read: it need not even
+    exist); --max-mb overrides the recipe's corpus.max_mb."""
+    out = tmp_path / "c"
+    r = run(["-m", "pretrain_ckpt.01_corpus", "--out", str(out), "--recipe", "micro_cpu", "--max-mb", "0.05",
+             "--domains", str(tmp_path / "no_export")])
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["config"]["corpus"] == {"max_mb": 0.05, "drill_docs": 300, "val_fraction": 0.02, "seed": 1234,
+                                     "mid_training": False}
+    assert m["parent"] is None and m["metrics"]["domain_documents"] == 0

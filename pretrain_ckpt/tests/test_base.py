@@ -23,15 +23,15 @@ def _run(args, **kw):
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("base_inputs")
-    r = _run(["pretrain_ckpt/01_corpus.py", "--out", str(d / "corpus"), "--max-mb", "0.6", "--drill-docs", "200"])
+    r = _run(["-m", "pretrain_ckpt.01_corpus", "--out", str(d / "corpus"), "--max-mb", "0.6", "--drill-docs", "200"])
     assert r.returncode == 0, r.stderr
-    r = _run(["pretrain_ckpt/02_tokenizer.py", "--in", str(d / "corpus"), "--out", str(d / "tokenizer")])
+    r = _run(["-m", "pretrain_ckpt.02_tokenizer", "--in", str(d / "corpus"), "--out", str(d / "tokenizer")])
     assert r.returncode == 0, r.stderr
     return d
 
 
 def _pretrain_cmd(inputs: Path, out: Path) -> list[str]:
-    return ["pretrain_ckpt/03_pretrain.py", "--corpus", str(inputs / "corpus"), "--tokenizer",
+    return ["-m", "pretrain_ckpt.03_pretrain", "--corpus", str(inputs / "corpus"), "--tokenizer",
             str(inputs / "tokenizer"), "--out", str(out), "--recipe", "micro_cpu"]
 
 
@@ -82,7 +82,7 @@ def test_corrupted_tokenizer_is_refused(inputs, tmp_path):
     shutil.copytree(inputs / "tokenizer", bad)
     with open(bad / "tokenizer.json", "a") as f:
         f.write(" ")
-    r = _run(["pretrain_ckpt/03_pretrain.py", "--corpus", str(inputs / "corpus"), "--tokenizer", str(bad),
+    r = _run(["-m", "pretrain_ckpt.03_pretrain", "--corpus", str(inputs / "corpus"), "--tokenizer", str(bad),
               "--out", str(tmp_path / "base"), "--recipe", "micro_cpu"])
     assert r.returncode == 2
     line = r.stderr.strip().splitlines()[-1]
@@ -116,7 +116,7 @@ def domains_export(tmp_path_factory):
 
 def test_corpus_adds_the_domains_mid_training_text_and_names_its_parent(domains_export, tmp_path):
     from datasets import concatenate_datasets, load_from_disk
-    r = _run(["pretrain_ckpt/01_corpus.py", "--out", str(tmp_path / "c"), "--max-mb", "0.05", "--drill-docs", "5",
+    r = _run(["-m", "pretrain_ckpt.01_corpus", "--out", str(tmp_path / "c"), "--max-mb", "0.05", "--drill-docs", "5",
               "--domains", str(domains_export / "with")])
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "c" / "manifest.json").read_text())
@@ -128,6 +128,6 @@ def test_corpus_adds_the_domains_mid_training_text_and_names_its_parent(domains_
 
 
 def test_corpus_refuses_an_export_without_corpus_rows(domains_export, tmp_path):
-    r = _run(["pretrain_ckpt/01_corpus.py", "--out", str(tmp_path / "c"), "--domains", str(domains_export / "without")])
+    r = _run(["-m", "pretrain_ckpt.01_corpus", "--out", str(tmp_path / "c"), "--domains", str(domains_export / "without")])
     assert r.returncode == 2 and "--corpus-per-domain" in r.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "c").exists()

@@ -30,10 +30,10 @@ def run(args: list[str], **kw) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def tok_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("rl_tok")
-    r = run([sys.executable, "pretrain_ckpt/01_corpus.py", "--out", str(d / "corpus"), "--max-mb", "0.3",
+    r = run([sys.executable, "-m", "pretrain_ckpt.01_corpus", "--out", str(d / "corpus"), "--max-mb", "0.3",
              "--drill-docs", "100"])
     assert r.returncode == 0, r.stderr[-3000:]
-    r = run([sys.executable, "pretrain_ckpt/02_tokenizer.py", "--in", str(d / "corpus"), "--out", str(d / "tok"),
+    r = run([sys.executable, "-m", "pretrain_ckpt.02_tokenizer", "--in", str(d / "corpus"), "--out", str(d / "tok"),
              "--vocab-size", "1024"])
     assert r.returncode == 0, r.stderr[-3000:]
     return d
@@ -43,7 +43,7 @@ def tok_dir(tmp_path_factory) -> Path:
 def chain(tok_dir, tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("rl_chain")
     t = tok_dir
-    r = run([sys.executable, "pretrain_ckpt/03_pretrain.py", "--corpus", str(t / "corpus"), "--tokenizer",
+    r = run([sys.executable, "-m", "pretrain_ckpt.03_pretrain", "--corpus", str(t / "corpus"), "--tokenizer",
              str(t / "tok"), "--out", str(d / "policy"), "--recipe", "micro_cpu", "--set", "model.vocab_size=1024",
              "--set", "train.steps=2", "--set", "train.save_every=100", "--set", "optim.warmup_steps=1"])
     assert r.returncode == 0, r.stderr[-3000:]

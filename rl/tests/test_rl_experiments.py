@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("rl_experiments", ROOT / "rl" / "03_experiments.py")
-exp = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(exp)
+exp = importlib.import_module("rl.03_experiments")
 
 
 def _args(experiment, ks="1,4,all", seeds="0,1"):

@@ -22,7 +22,7 @@ KEYS = ("reward", "pass_rate", "zero_var_frac", "mismatch_abs", "rollout_s", "re
 
 def cmd(chain, out, *extra):
     sets = [x for s in SETS + list(extra) for x in ("--set", s)]
-    return [sys.executable, "rl/02_train.py", "--in", str(chain / "policy"), "--data", str(chain / "domains"),
+    return [sys.executable, "-m", "rl.02_train", "--in", str(chain / "policy"), "--data", str(chain / "domains"),
             "--out", str(out), "--results", str(out) + ".results", "--recipe", "micro_cpu", *sets]
 
 
@@ -111,7 +111,7 @@ def test_bad_batch_geometry_is_refused_before_work(chain, tmp_path):
 
 
 def test_missing_data_export_is_refused(chain, tmp_path):
-    r = run([sys.executable, "rl/02_train.py", "--in", str(chain / "policy"), "--data", str(tmp_path / "nope"),
+    r = run([sys.executable, "-m", "rl.02_train", "--in", str(chain / "policy"), "--data", str(tmp_path / "nope"),
              "--out", str(tmp_path / "rl"), "--recipe", "micro_cpu"], timeout=600)
     assert r.returncode == 2 and "make data" in r.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "rl").exists()

@@ -19,7 +19,7 @@ def chain(micro_math_chain) -> Path:
 @pytest.fixture(scope="session")
 def fast(target, memorised, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("serving_fast") / "fast"
-    r = run([sys.executable, "serving/02_fast.py", "--in", str(target), "--data", str(memorised),
+    r = run([sys.executable, "-m", "serving.02_fast", "--in", str(target), "--data", str(memorised),
              "--out", str(out), "--recipe", "micro_cpu"])
     assert r.returncode == 0, r.stderr[-3000:]
     return out

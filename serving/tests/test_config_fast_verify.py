@@ -39,13 +39,11 @@ def test_without_a_verified_hash_the_target_is_verified_in_full(ckpt):
 
 
 def test_the_fast_variant_verifies_its_target_once_and_hands_the_hash_to_both_draft_steps(ckpt, tmp_path, monkeypatch):
-    import importlib.util
+    import importlib
     import json
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("fast_script", Path(__file__).resolve().parents[1] / "02_fast.py")
-    fast = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fast)
+    fast = importlib.import_module("serving.02_fast")
     (ckpt / "hf" / "config.json").write_text(json.dumps({"model_type": "llama"}))
     manifest.write_manifest(ckpt, stage="sft", parent=None, config={}, seed=0, metrics={})
     data = tmp_path / "data"

@@ -11,7 +11,7 @@ from serving.tests.conftest import ROOT, run
 
 def fast(tmp_path, *extra: str):
     out = tmp_path / "fast"
-    r = run([sys.executable, "serving/02_fast.py", "--in", str(tmp_path / "target"), "--data", str(tmp_path / "data"),
+    r = run([sys.executable, "-m", "serving.02_fast", "--in", str(tmp_path / "target"), "--data", str(tmp_path / "data"),
              "--out", str(out), *extra], timeout=300)
     return r, out
 
@@ -45,7 +45,7 @@ def test_draft_training_refuses_a_mistyped_set_by_name(tmp_path):
 
 
 def test_help_lists_the_recipe_fields_with_their_help():
-    r = run([sys.executable, "serving/02_fast.py", "--help"], timeout=300)
+    r = run([sys.executable, "-m", "serving.02_fast", "--help"], timeout=300)
     assert r.returncode == 0
     assert any(ln.split()[:3] == ["num_prompts", "=", "256"] and "rl-split prompts the target answers greedily" in ln
                for ln in r.stdout.splitlines()), r.stdout

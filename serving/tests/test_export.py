@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow  # the micro chain fixture trains a base (about a 
 
 
 def export(chain, out, *extra):
-    return run([sys.executable, "serving/01_export.py", "--in", str(chain / "base"), "--out", str(out), *extra])
+    return run([sys.executable, "-m", "serving.01_export", "--in", str(chain / "base"), "--out", str(out), *extra])
 
 
 def test_export_keeps_weights_and_ends_turns_at_im_end(chain, tmp_path):
@@ -58,7 +58,7 @@ def test_damaged_input_is_refused_with_nothing_written(chain, tmp_path):
     bad = tmp_path / "bad"
     shutil.copytree(chain / "base", bad)
     (bad / "hf/config.json").write_text("{}")
-    r = run([sys.executable, "serving/01_export.py", "--in", str(bad), "--out", str(tmp_path / "exp")])
+    r = run([sys.executable, "-m", "serving.01_export", "--in", str(bad), "--out", str(tmp_path / "exp")])
     assert r.returncode == 2
     assert "sha256 mismatch" in r.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "exp").exists() and not list(tmp_path.glob("exp.tmp-*"))

@@ -26,7 +26,7 @@ MIN_ACCEPTANCE_LENGTH = 1.5
 @pytest.fixture(scope="module")
 def bench(fast, memorised, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("serving_bench") / "fast.json"
-    r = run([sys.executable, "serving/bench_fast.py", "--fast", str(fast), "--data", str(memorised),
+    r = run([sys.executable, "-m", "serving.bench_fast", "--fast", str(fast), "--data", str(memorised),
              "--out", str(out), "--sides", "standard,fast,spec_only", "--batches", "1,6", "--reps", "1",
              "--max-tokens", "24", "--per-domain", "1", "--quality-max-tokens", "32"])
     assert r.returncode == 0, r.stderr[-3000:]

@@ -11,7 +11,7 @@ from serving.tests.conftest import run
 
 @pytest.mark.slow
 def test_fast_variant_serves_a_chat_completion_and_shuts_down(fast, tmp_path):
-    r = run([sys.executable, "serving/03_serve.py", "--in", str(fast), "--port", "0", "--smoke",
+    r = run([sys.executable, "-m", "serving.03_serve", "--in", str(fast), "--port", "0", "--smoke",
              "--log", str(tmp_path / "server.log")], timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "--speculative-config" in r.stdout  # the draft model is part of the served engine
@@ -21,7 +21,7 @@ def test_fast_variant_serves_a_chat_completion_and_shuts_down(fast, tmp_path):
 
 
 def test_bad_input_is_one_line_error(tmp_path):
-    r = run([sys.executable, "serving/03_serve.py", "--in", str(tmp_path / "missing"), "--smoke"])
+    r = run([sys.executable, "-m", "serving.03_serve", "--in", str(tmp_path / "missing"), "--smoke"])
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "no such checkpoint directory" in r.stderr
 

@@ -14,7 +14,7 @@ def dry_run(goal: str, ckpt, *extra: str) -> tuple[str, str]:
     out = subprocess.run(["make", "-n", "-p", goal, f"CKPT={ckpt}", *extra], cwd=ROOT, capture_output=True,
                          text=True, timeout=120).stdout
     prereq = re.search(rf"^{re.escape(str(ckpt))}/fast/manifest.json: (.*)$", out, re.M).group(1)
-    cmd = re.search(r"02_fast\.py --in (\S+)", out).group(1)
+    cmd = re.search(r"-m serving\.02_fast --in (\S+)", out).group(1)
     return prereq, cmd
 
 

@@ -10,7 +10,7 @@ lets later documents attend to earlier ones and changes their losses.
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -28,9 +28,7 @@ def main(base: Path, data: Path) -> None:
     from model.config import ModelConfig, ParallelConfig
     from sft.packing import pack
 
-    spec = importlib.util.spec_from_file_location("sft_train", ROOT / "sft/02_train.py")
-    sft_train = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sft_train)
+    sft_train = importlib.import_module("sft.02_train")
 
     ds = datasets.load_from_disk(str(data / "train"))
     row = max(ds, key=lambda r: len({d for d, m in zip(r["doc_ids"], r["loss_mask"]) if m}))  # most trained docs

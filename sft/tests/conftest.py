@@ -20,10 +20,10 @@ def run(args: list[str], **kw) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("sft_tok")
-    r = run([sys.executable, "pretrain_ckpt/01_corpus.py", "--out", str(d / "corpus"), "--max-mb", "0.4",
+    r = run([sys.executable, "-m", "pretrain_ckpt.01_corpus", "--out", str(d / "corpus"), "--max-mb", "0.4",
              "--drill-docs", "100"])
     assert r.returncode == 0, r.stderr
-    r = run([sys.executable, "pretrain_ckpt/02_tokenizer.py", "--in", str(d / "corpus"), "--out", str(d / "tok"),
+    r = run([sys.executable, "-m", "pretrain_ckpt.02_tokenizer", "--in", str(d / "corpus"), "--out", str(d / "tok"),
              "--vocab-size", "1024"])
     assert r.returncode == 0, r.stderr
     return d
@@ -33,14 +33,14 @@ def tokenizer_dir(tmp_path_factory) -> Path:
 def micro_chain(tokenizer_dir, tmp_path_factory) -> Path:
     """A micro base (2-layer MoE) + domains export (math, agent) + packed SFT data."""
     d = tmp_path_factory.mktemp("sft_chain")
-    r = run([sys.executable, "pretrain_ckpt/03_pretrain.py", "--corpus", str(tokenizer_dir / "corpus"), "--tokenizer",
+    r = run([sys.executable, "-m", "pretrain_ckpt.03_pretrain", "--corpus", str(tokenizer_dir / "corpus"), "--tokenizer",
              str(tokenizer_dir / "tok"), "--out", str(d / "base"), "--recipe", "micro_cpu",
              "--set", "model.vocab_size=1024", "--set", "train.steps=4", "--set", "train.save_every=100"])
     assert r.returncode == 0, r.stderr[-3000:]
     r = run([sys.executable, "-m", "domains", "export", "--out", str(d / "domains"), "--sft-per-domain", "3",
              "--rl-per-domain", "1", "--eval-per-domain", "1", "--max-difficulty", "0", "--families", "math,agent"])
     assert r.returncode == 0, r.stderr[-3000:]
-    r = run([sys.executable, "sft/01_data.py", "--in", str(d / "domains"), "--base", str(d / "base"), "--out",
+    r = run([sys.executable, "-m", "sft.01_data", "--in", str(d / "domains"), "--base", str(d / "base"), "--out",
              str(d / "sft_data"), "--recipe", "micro_cpu", "--set", "data.mixture={math: 1.0, agent: 1.0}",
              "--set", "data.num_demos=40"])
     assert r.returncode == 0, r.stderr[-3000:]

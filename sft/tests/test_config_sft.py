@@ -11,7 +11,7 @@ from sft.tests.conftest import ROOT, run
 
 def train(tmp_path, *extra: str):
     out = tmp_path / "sft"
-    r = run([sys.executable, "sft/02_train.py", "--in", str(tmp_path / "base"), "--data", str(tmp_path / "data"),
+    r = run([sys.executable, "-m", "sft.02_train", "--in", str(tmp_path / "base"), "--data", str(tmp_path / "data"),
              "--out", str(out), *extra], timeout=300)
     return r, out
 
@@ -36,7 +36,7 @@ def test_train_refuses_a_mistyped_recipe_file_key_by_name(tmp_path):
 
 
 def test_data_refuses_a_mistyped_set_by_name_and_writes_nothing(tmp_path):
-    r = run([sys.executable, "sft/01_data.py", "--in", str(tmp_path / "domains"), "--base", str(tmp_path / "base"),
+    r = run([sys.executable, "-m", "sft.01_data", "--in", str(tmp_path / "domains"), "--base", str(tmp_path / "base"),
              "--out", str(tmp_path / "sft_data"), "--recipe", "micro_cpu", "--set", "data.num_demo=3"], timeout=300)
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and len(lines) == 1 and "data.num_demo is not a key of data (did you mean num_demos?)" \
@@ -45,13 +45,13 @@ def test_data_refuses_a_mistyped_set_by_name_and_writes_nothing(tmp_path):
 
 
 def test_train_help_lists_the_recipe_fields_with_their_help():
-    r = run([sys.executable, "sft/02_train.py", "--help"], timeout=300)
+    r = run([sys.executable, "-m", "sft.02_train", "--help"], timeout=300)
     assert r.returncode == 0
     assert any(ln.split() == ["steps", "=", "300", "optimizer", "steps"] for ln in r.stdout.splitlines()), r.stdout
 
 
 def test_data_help_lists_the_data_fields_with_their_help():
-    r = run([sys.executable, "sft/01_data.py", "--help"], timeout=300)
+    r = run([sys.executable, "-m", "sft.01_data", "--help"], timeout=300)
     assert r.returncode == 0
     assert any(ln.split()[:3] == ["num_demos", "=", "2000"] and "demonstrations drawn" in ln
                for ln in r.stdout.splitlines()), r.stdout

@@ -22,7 +22,7 @@ STEP = re.compile(r"^step (\d+)/\d+ \| loss ([0-9.]+)", re.M)
 def sft_cmd(chain, out, *extra, nproc=1):
     launch = [sys.executable] if nproc == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
                                                    "--nproc-per-node", str(nproc)]
-    return launch + ["sft/02_train.py", "--in", str(chain / "base"), "--data", str(chain / "sft_data"),
+    return launch + ["-m", "sft.02_train", "--in", str(chain / "base"), "--data", str(chain / "sft_data"),
                      "--out", str(out), "--recipe", "micro_cpu", *extra]
 
 
@@ -96,7 +96,7 @@ def test_kill9_resume_gives_the_same_loss_curve(micro_chain, tmp_path):
 
 
 def test_packed_documents_keep_their_own_loss_through_the_training_path(micro_chain):
-    r = run([sys.executable, "sft/tests/_packed_step_check.py", str(micro_chain / "base"), str(micro_chain / "sft_data")])
+    r = run([sys.executable, "-m", "sft.tests._packed_step_check", str(micro_chain / "base"), str(micro_chain / "sft_data")])
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["docs"] >= 2 and max(out["first_token"]) > 0, out  # a document that starts mid-pack
@@ -112,7 +112,8 @@ def test_mismatched_seq_length_is_refused(micro_chain, tmp_path):
 
 def test_input_without_manifest_is_refused(micro_chain, tmp_path):
     (tmp_path / "fake").mkdir()
-    r = run(sft_cmd(micro_chain, tmp_path / "sft")[:2] + ["--in", str(tmp_path / "fake")]
-            + sft_cmd(micro_chain, tmp_path / "sft")[4:])
+    cmd = sft_cmd(micro_chain, tmp_path / "sft")
+    i = cmd.index("--in")
+    r = run(cmd[:i] + ["--in", str(tmp_path / "fake")] + cmd[i + 2:])
     assert r.returncode == 2
     assert "manifest.json: missing" in r.stderr
