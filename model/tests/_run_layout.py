@@ -1,11 +1,12 @@
 """Helper run by the tests (plain python or torchrun): one Megatron job per call, results as JSON.
 
     python _run_layout.py train   --moe --tp 2 --pp 1 --ep 1 --sp --out losses.json
+    python _run_layout.py train   --hf HF_DIR --tp 2 --out losses.json          (from that checkpoint's weights)
     python _run_layout.py save    --moe --tp 2 --sp --ckpt DIR --out eval.json   (2 train steps, save, eval)
     python _run_layout.py load    --moe --ckpt DIR --out eval.json               (load, eval)
     python _run_layout.py import  --hf HF_DIR --tp 2 [--sp] --ckpt DIR           (HF -> shard -> torch_dist)
     python _run_layout.py export  --hf HF_DIR --ckpt DIR --hf-out OUT --direct-out OUT2
-    python _run_layout.py forward --hf HF_DIR --tokens tokens.json --out logprobs.json
+    python _run_layout.py forward --hf HF_DIR --tokens tokens.json --out logprobs.json   (.pt: torch.save, for big vocabs)
 
 Every job starts from the same seeded HF-layout weights (model.hf_mapping.init_hf_state), so every
 layout trains the same model; rank 0 writes the JSON.
@@ -46,7 +47,10 @@ def make_sample(seed: int = 0, n: int = 64):
 
 def _write(out: str | None, obj) -> None:
     if out and parallel.is_rank0():
-        Path(out).write_text(json.dumps(obj))
+        if out.endswith(".pt"):
+            torch.save(obj, out)
+        else:
+            Path(out).write_text(json.dumps(obj))
 
 
 def _setup(args, cfg: ModelConfig):
@@ -58,9 +62,13 @@ def _setup(args, cfg: ModelConfig):
 
 
 def cmd_train(args) -> None:
-    cfg = tiny_config(args.moe)
+    if args.hf:  # a real checkpoint's weights (its own config), seq SEQ
+        hf, cfg = hf_io.load_hf(Path(args.hf))
+    else:
+        cfg = tiny_config(args.moe)
+        hf = hf_mapping.init_hf_state(cfg, 3)
     par, m = _setup(args, cfg)
-    hf_mapping.load_hf_into(m, hf_mapping.init_hf_state(cfg, 3), cfg)
+    hf_mapping.load_hf_into(m, hf, cfg)
     ddp, opt, sch = train.setup(m, train.OptimConfig(lr=1e-3, warmup_steps=0), STEPS, GBS)
     sample = make_sample()
     losses = [train.train_step(ddp, opt, sch, train.microbatches(sample, s, par), SEQ, GBS)["loss"]
@@ -133,7 +141,8 @@ def cmd_forward(args) -> None:
         for row in rows:
             ids = torch.tensor([row])
             logits = m(ids, torch.arange(len(row)).unsqueeze(0), None)  # [1, s, v]
-            out.append(torch.log_softmax(logits[0].double(), -1).tolist())
+            lp = torch.log_softmax(logits[0].double(), -1)
+            out.append(lp if args.out.endswith(".pt") else lp.tolist())
     _write(args.out, {"logprobs": out})
 
 
