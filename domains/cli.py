@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections import defaultdict
 from contextlib import nullcontext
@@ -23,6 +22,7 @@ from contextlib import nullcontext
 from domains.registry import get as get_domain
 from domains.registry import load_plugin, registry
 from domains import sandboxing
+from model import cli
 
 
 class UsageError(Exception):
@@ -132,13 +132,9 @@ EXPORT_KEYS = ("sft_per_domain", "rl_per_domain", "eval_per_domain", "corpus_per
 def cmd_export(a) -> int:
     from domains.config import ExportConfig
     from model import recipe, sections
-    from model.config import ConfigError
 
-    try:
-        cfg = (recipe.load_recipe("domains", a.recipe, a.overrides)["export"] if a.recipe else
-               sections.check_section(ExportConfig, recipe.apply_overrides({}, a.overrides).get("export"), "export"))
-    except ConfigError as e:
-        raise UsageError(str(e)) from None
+    cfg = (recipe.load_recipe("domains", a.recipe, a.overrides)["export"] if a.recipe else
+           sections.check_section(ExportConfig, recipe.apply_overrides({}, a.overrides).get("export"), "export"))
     for k in EXPORT_KEYS:  # an explicit flag overrides the recipe
         if getattr(a, k) is None:
             setattr(a, k, cfg[k])
@@ -167,7 +163,7 @@ def cmd_export(a) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m domains", description=__doc__.split("\n")[0])
+    p = cli.parser(__doc__.split("\n")[0], prog="python -m domains")
     p.add_argument("--plugin", action="append", default=[], help="pkg.module[:func] returning Domain objects")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("list", help="list domains")
@@ -195,10 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                        epilog=sections.epilog("domains", ["export"]),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("--out", required=True)
-    s.add_argument("--recipe", default=None, help="domains/recipes/<name>.yaml or a path (default: no recipe, the "
-                                                  "export section's defaults)")
-    s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a recipe value, e.g. --set export.sft_per_domain=50")
+    cli.recipe_args(s, "domains", "export.sft_per_domain=50", default=None, recipe_help="domains/recipes/<name>.yaml "
+                    "or a path (default: no recipe, the export section's defaults)")
     for k in EXPORT_KEYS:
         s.add_argument("--" + k.replace("_", "-"), type=str if k == "families" else int, default=None,
                        help=f"overrides the recipe's export.{k}")
@@ -206,12 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--overwrite", action="store_true")
     s.set_defaults(fn=cmd_export)
     a = p.parse_args(argv)
-    try:
+    with cli.input_errors(UsageError, ValueError):
         for spec in a.plugin:
             load_plugin(spec)
         if getattr(a, "seeds", 1) < 1:
             raise UsageError("--seeds must be >= 1")
         return a.fn(a)
-    except (UsageError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2

@@ -24,8 +24,8 @@ if not __package__:  # run by path: the project's packages import from the repos
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402
+from model.cli import input_errors  # noqa: E402
 from model.config import ConfigError  # noqa: E402
-from model.manifest import CheckpointError  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rope-original", type=int, default=None,
                     help="training length the --rope factor is relative to (default: max_position_embeddings)")
     a = ap.parse_args(argv)
-    try:
+    with input_errors(ValueError, FileNotFoundError):
         cfg = cli.resolve(a, need_tokenizer=True)
         lc = cfg["longctx"]
         from eval import longctx, rope
@@ -46,8 +46,6 @@ def main(argv=None) -> int:
         from eval.haystack import Tokens
 
         tok = Tokens.load(a.tokenizer)
-    except (ConfigError, CheckpointError, ValueError, FileNotFoundError) as e:
-        return cli.fail(str(e))
     from eval import targets
 
     with tempfile.TemporaryDirectory(prefix="eval-rope-") as tmp:

@@ -19,23 +19,21 @@ if not __package__:  # run by path: the project's packages import from the repos
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402
-from model.config import ConfigError  # noqa: E402
-from model.manifest import CheckpointError, verify  # noqa: E402
+from model.cli import input_errors  # noqa: E402
+from model.manifest import verify  # noqa: E402
 
 
 def main(argv=None) -> int:
     ap = cli.parser(__doc__)
     ap.add_argument("--baseline", type=Path, help="second checkpoint: run it too and print the before/after table")
     a = ap.parse_args(argv)
-    try:
+    with input_errors(ValueError, FileNotFoundError):
         cfg = cli.resolve(a)
         from eval import regression
 
         regression.load_set(cfg["regression"].get("set", "eval/regression_set.yaml"), cfg["regression"].get("only"))
         if a.baseline:
             verify(a.baseline)
-    except (ConfigError, CheckpointError, ValueError, FileNotFoundError) as e:
-        return cli.fail(str(e))
     if a.baseline:  # the baseline in its own process: one vLLM engine per process
         base_out = a.out.with_name(a.out.stem + ".baseline.json")
         r = subprocess.run([sys.executable, "-m", "eval.02_regression", "--in", str(a.baseline), "--out",

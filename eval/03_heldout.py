@@ -17,13 +17,13 @@ if not __package__:  # run by path: the project's packages import from the repos
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402
+from model.cli import input_errors  # noqa: E402
 from model.config import ConfigError  # noqa: E402
-from model.manifest import CheckpointError  # noqa: E402
 
 
 def main(argv=None) -> int:
     a = cli.parser(__doc__).parse_args(argv)
-    try:
+    with input_errors(ValueError, FileNotFoundError, KeyError):
         cfg = cli.resolve(a)
         from eval import heldout
 
@@ -31,8 +31,6 @@ def main(argv=None) -> int:
         h = cfg["heldout"]
         if any(int(k) > int(h.get("n", 4)) or int(k) < 1 for k in h.get("k", [1])):
             raise ConfigError(f"heldout.k={h.get('k')} must be within 1..heldout.n={h.get('n', 4)}")
-    except (ConfigError, CheckpointError, ValueError, FileNotFoundError, KeyError) as e:
-        return cli.fail(str(e))
     from eval import suites, targets
 
     target = targets.make(a)

@@ -19,8 +19,8 @@ if not __package__:  # run by path: the project's packages import from the repos
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402
+from model.cli import input_errors  # noqa: E402
 from model.config import ConfigError  # noqa: E402
-from model.manifest import CheckpointError  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     ap.add_argument("--data", type=Path, help="domains export (has eval/) for the quick suite: the items of sft/03_eval.py")
     a = ap.parse_args(argv)
     names = [s for s in a.suites.split(",") if s]
-    try:
+    with input_errors(ValueError, FileNotFoundError, KeyError):
         from eval import suites
 
         bad = sorted(set(names) - set(suites.SUITES))
@@ -57,8 +57,6 @@ def main(argv=None) -> int:
             from model import manifest
 
             manifest.verify(a.data, stage="data")
-    except (ConfigError, CheckpointError, ValueError, FileNotFoundError, KeyError) as e:
-        return cli.fail(str(e))
     import json
 
     from eval import targets

@@ -8,13 +8,15 @@ dimension, and, when both files have them, the long-context mean score per lengt
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m eval.05_compare ...")
+
+from model import cli  # noqa: E402
+from model.config import ConfigError  # noqa: E402
 
 
 def _suite(doc: dict, name: str) -> dict | None:
@@ -24,17 +26,17 @@ def _suite(doc: dict, name: str) -> dict | None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__)
     ap.add_argument("before", type=Path, help="results file of the earlier checkpoint")
     ap.add_argument("after", type=Path, help="results file of the later checkpoint")
     a = ap.parse_args(argv)
     docs = []
-    for p in (a.before, a.after):
-        try:
-            docs.append(json.loads(p.read_text()))
-        except (OSError, json.JSONDecodeError) as e:
-            print(f"error: {p}: {type(e).__name__}; pass results files written by eval/04_eval.py", file=sys.stderr)
-            return 2
+    with cli.input_errors():
+        for p in (a.before, a.after):
+            try:
+                docs.append(json.loads(p.read_text()))
+            except (OSError, json.JSONDecodeError) as e:
+                raise ConfigError(f"{p}: {type(e).__name__}; pass results files written by eval/04_eval.py") from None
     from eval import regression
 
     a, b = (_suite(d, "regression") for d in docs)
@@ -58,8 +60,7 @@ def main(argv=None) -> int:
                      f"{'-' if sb.get(k) is None else f'{100 * sb[k]:.1f}'}" for k in ks]
             print(f"  {fam:<12} " + "   ".join(cells))
     if not (a and b) and not (la and lb) and not (ha and hb):
-        print("error: the two files share no suite to compare", file=sys.stderr)
-        return 2
+        cli.fail("the two files share no suite to compare")
     return 0
 
 

@@ -26,8 +26,8 @@ if not __package__:  # run by path: the project's packages import from the repos
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402
+from model.cli import input_errors  # noqa: E402
 from model.config import ConfigError  # noqa: E402
-from model.manifest import CheckpointError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("--factors", default="2,4,8", help="scaling factors to study, comma separated (> 1)")
     ap.add_argument("--multiples", default="1,2,4,8", help="lengths as multiples of --train-len")
     a = ap.parse_args(argv)
-    try:
+    with input_errors(ValueError, KeyError, FileNotFoundError):
         if a.endpoint:
             raise ConfigError("the RoPE study rewrites a checkpoint's config: use --in, not --endpoint")
         cfg = cli.resolve(a, need_tokenizer=True)
@@ -51,13 +51,11 @@ def main(argv=None) -> int:
         multiples = [int(x) for x in a.multiples.split(",")]
         if any(f <= 1 for f in factors) or any(x < 1 for x in multiples):
             raise ConfigError(f"--factors {a.factors} must be > 1 and --multiples {a.multiples} >= 1")
-    except (ConfigError, CheckpointError, ValueError, KeyError, FileNotFoundError) as e:
-        return cli.fail(str(e))
-    max_tokens = int(cfg["longctx"].get("max_tokens", 64))
-    lengths = [train_len * x - max_tokens for x in multiples]
-    if min(lengths) < 64:
-        return cli.fail(f"train_len {train_len} x {min(multiples)} leaves {min(lengths)} prompt tokens after "
-                        f"longctx.max_tokens={max_tokens}: lower max_tokens or raise --multiples")
+        max_tokens = int(cfg["longctx"].get("max_tokens", 64))
+        lengths = [train_len * x - max_tokens for x in multiples]
+        if min(lengths) < 64:
+            raise ConfigError(f"train_len {train_len} x {min(multiples)} leaves {min(lengths)} prompt tokens after "
+                              f"longctx.max_tokens={max_tokens}: lower max_tokens or raise --multiples")
     variants = ["none"] + [f"{k}:{f:g}" for f in factors for k in ("linear", "yarn")]
     study = {}
     with tempfile.TemporaryDirectory(prefix="rope-study-") as tmp:

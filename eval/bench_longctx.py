@@ -10,7 +10,6 @@ tokenizing the filler pools (paid by the first task of a process).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -18,10 +17,11 @@ from pathlib import Path
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m eval.bench_longctx ...")
 
+from model import cli  # noqa: E402
+
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tokenizer", type=Path, required=True, help="directory with tokenizer.json")
+    ap = cli.parser(__doc__, tokenizer="directory with tokenizer.json")
     ap.add_argument("--length", type=int, default=1_000_000, help="requested prompt tokens")
     ap.add_argument("--tasks", default="", help="comma list (default: all)")
     ap.add_argument("--out", type=Path, required=True, help="results JSON path")
@@ -30,11 +30,8 @@ def main(argv=None) -> int:
     from eval.haystack import Pools, Tokens
     from model import results
 
-    try:
+    with cli.input_errors(FileNotFoundError):
         tok = Tokens.load(a.tokenizer)
-    except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     t0 = time.perf_counter()
     Pools.get(tok)
     pools_s = time.perf_counter() - t0

@@ -2,18 +2,15 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from model import cli
 from model.config import ConfigError
 
 
 def parser(doc: str, sections: list[str] | None = None) -> argparse.ArgumentParser:
     """The shared arguments; `--help` ends with the recipe fields (of `sections`, default all: eval/config.py)."""
-    from model.sections import epilog
-
-    ap = argparse.ArgumentParser(description=doc, epilog=epilog("eval", sections),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(doc, "eval", sections)
     ap.add_argument("--in", dest="inp", type=Path, help="checkpoint directory (manifest.json + hf/): in-process vLLM")
     ap.add_argument("--endpoint", help="OpenAI-compatible base URL instead of --in, e.g. http://127.0.0.1:8000/v1")
     ap.add_argument("--model", help="model name sent to the endpoint (default: the first of GET /models)")
@@ -25,14 +22,8 @@ def parser(doc: str, sections: list[str] | None = None) -> argparse.ArgumentPars
     ap.add_argument("--tokenizer", type=Path, help="tokenizer dir for long-context lengths (default: <in>/hf)")
     ap.add_argument("--max-model-len", type=int, help="vLLM context length (default: the recipe's, else the model's)")
     ap.add_argument("--out", type=Path, required=True, help="results JSON path")
-    ap.add_argument("--recipe", default="tiny_cpu", help="eval/recipes/<name>.yaml")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], help="recipe override key.path=value")
+    cli.recipe_args(ap, "eval", recipe_help="eval/recipes/<name>.yaml", set_help="recipe override key.path=value")
     return ap
-
-
-def fail(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return 2
 
 
 def resolve(a, need_tokenizer: bool = False) -> dict:

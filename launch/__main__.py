@@ -26,6 +26,7 @@ if not __package__:  # run by path: the project's packages import from the repos
     sys.exit("error: run it from the repository root as a module: python -m launch ...")
 
 from launch.cluster import from_recipe  # noqa: E402
+from model import cli  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 from model.recipe import load_recipe  # noqa: E402
 
@@ -33,8 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m launch", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__, prog="python -m launch")
     ap.add_argument("--executor", choices=("slurm", "local"), default="slurm",
                     help="slurm: NeMo-Run SlurmExecutor from the recipe's cluster: section; local: LocalExecutor + torchrun")
     ap.add_argument("--recipe", default=None, help="recipe name or path (default: the script's --recipe value)")
@@ -72,29 +72,22 @@ def script_option(args: list[str], name: str) -> list[str]:
 
 def main(argv=None) -> int:
     a = parse(argv)
-    if not (ROOT / (a.module.replace(".", "/") + ".py")).is_file():
-        print(f"error: stage module {a.module!r} is not a script of this clone: give a module of {ROOT}, "
-              "e.g. -m sft.02_train", file=sys.stderr)
-        return 2
-    stage = a.stage or a.module.split(".")[0]
-    recipe = a.recipe or (script_option(a.args, "--recipe") or [None])[-1]
-    if a.executor == "local" and a.nproc < 1:
-        print(f"error: --nproc={a.nproc} must be >= 1", file=sys.stderr)
-        return 2
-    if a.executor == "slurm":
-        if recipe is None:
-            print(f"error: no recipe: pass --recipe NAME to {a.module} (or to the launcher); its cluster: section "
-                  "says where to run", file=sys.stderr)
-            return 2
-        try:
+    with cli.input_errors():
+        if not (ROOT / (a.module.replace(".", "/") + ".py")).is_file():
+            raise ConfigError(f"stage module {a.module!r} is not a script of this clone: give a module of {ROOT}, "
+                              "e.g. -m sft.02_train")
+        stage = a.stage or a.module.split(".")[0]
+        recipe = a.recipe or (script_option(a.args, "--recipe") or [None])[-1]
+        if a.executor == "local" and a.nproc < 1:
+            raise ConfigError(f"--nproc={a.nproc} must be >= 1")
+        if a.executor == "slurm":
+            if recipe is None:
+                raise ConfigError(f"no recipe: pass --recipe NAME to {a.module} (or to the launcher); its cluster: "
+                                  "section says where to run")
             cfg = load_recipe(stage, recipe, script_option(a.args, "--set") + a.overrides)
             cl = from_recipe(cfg, f"recipe {stage}/recipes/{recipe}")
-        except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-    elif a.dry_run:
-        print("error: --dry-run renders a Slurm job: use it with --executor slurm", file=sys.stderr)
-        return 2
+        elif a.dry_run:
+            raise ConfigError("--dry-run renders a Slurm job: use it with --executor slurm")
     from launch import nemo  # NeMo-Run (.venv-launch) is imported only after the cheap checks
 
     if a.executor == "slurm":

@@ -8,12 +8,16 @@ Megatron reshards the torch_dist checkpoint into a TP=PP=EP=1 model on load; the
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
-import torch
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m model.export ...")
+
+import torch  # noqa: E402
+
+from model import cli  # noqa: E402
 
 
 def export(mcore_dir: Path, model_config: dict, out_dir: Path, tokenizer_dir: Path | None,
@@ -50,21 +54,15 @@ def export_in_subprocess(mcore_dir: Path, model_config_json: Path, out_dir: Path
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mcore", type=Path, required=True, help="torch_dist checkpoint directory (a stage's mcore/)")
-    ap.add_argument("--model-config", type=Path, required=True,
-                    help="JSON with the model config, or a manifest.json holding it under model_config")
+    ap = cli.parser(__doc__, mcore="torch_dist checkpoint directory (a stage's mcore/)",
+                    model_config="JSON with the model config, or a manifest.json holding it under model_config",
+                    out="HF output directory")
     ap.add_argument("--tokenizer", type=Path, default=None, help="tokenizer directory to copy into the export")
-    ap.add_argument("--out", type=Path, required=True, help="HF output directory")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="dtype of the safetensors")
     a = ap.parse_args(argv)
-    d = json.loads(a.model_config.read_text())
-    d = d.get("model_config", d)
-    try:
-        export(a.mcore, d, a.out, a.tokenizer, getattr(torch, a.dtype))
-    except (FileNotFoundError, ValueError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    with cli.input_errors(FileNotFoundError, ValueError, RuntimeError):
+        d = json.loads(a.model_config.read_text())
+        export(a.mcore, d.get("model_config", d), a.out, a.tokenizer, getattr(torch, a.dtype))
     return 0
 
 

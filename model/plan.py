@@ -23,13 +23,16 @@ CUDA context, NCCL buffers and fragmentation), 2 when the layout is invalid.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.config import ConfigError, ModelConfig, ParallelConfig
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m model.plan ...")
+
+from model import cli  # noqa: E402
+from model.config import ConfigError, ModelConfig, ParallelConfig  # noqa: E402
 
 GiB = 1024 ** 3
 
@@ -169,7 +172,7 @@ def render(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__)
     ap.add_argument("recipe", type=Path, help="a recipe YAML (any stage)")
     ap.add_argument("--world-size", type=int, default=None, help="GPUs in all (default: cluster.nodes * gpus_per_node)")
     ap.add_argument("--mfu", type=float, default=None, help="model FLOPs utilisation for the step time (default: cluster.mfu or 0.35)")
@@ -179,7 +182,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from model import recipe
 
-    try:
+    with cli.input_errors(prefix=f"{a.recipe}: "):
         if not a.recipe.is_file():
             raise ConfigError(f"recipe {a.recipe} not found: pass a path like sft/recipes/tiny_cpu.yaml")
         cfg = recipe.load_recipe(a.recipe.parent.parent.name, str(a.recipe), a.set)
@@ -190,9 +193,6 @@ def main(argv=None) -> int:
                                   "pass --base CHECKPOINT_DIR (make plan does: $(CKPT)/base) or add a model: block")
             cfg["model"] = json.loads(mc.read_text())
         r = plan(cfg, a.world_size, a.mfu)
-    except ConfigError as e:
-        print(f"error: {a.recipe}: {e}", file=sys.stderr)
-        return 2
     print(render(r))
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)

@@ -10,13 +10,17 @@ results for a figure prints `no results yet: <path>` and skips it; a notebook th
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m notebooks ...")
+
+from model import cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +30,7 @@ def notebooks(only: list[str] | None) -> list[Path]:
     if only:
         unknown = sorted(set(only) - {p.stem for p in nbs})
         if unknown:
-            raise SystemExit(f"error: unknown notebook(s) {unknown}: choose from {[p.stem for p in nbs]}")
+            cli.fail(f"unknown notebook(s) {unknown}: choose from {[p.stem for p in nbs]}")
         nbs = [p for p in nbs if p.stem in only]
     return nbs
 
@@ -41,7 +45,7 @@ def outputs_text(nb) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__)
     ap.add_argument("--results", type=Path, default=ROOT / "results", help="fresh results directory")
     ap.add_argument("--reference", type=Path, default=None, help="fallback results (default: <results>/reference)")
     ap.add_argument("--figures", type=Path, default=ROOT / "figures", help="where the PNGs (and executed notebooks) go")

@@ -13,13 +13,17 @@ The notebooks fall back to these files when results/ has no fresh ones. Numbers 
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import hashlib
 import json
 import shutil
 import sys
 from pathlib import Path
+
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m notebooks.reference ...")
+
+from model import cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MAKERS = {  # results path -> the command that writes it (documentation in the index)
@@ -74,7 +78,7 @@ def snapshot(results: Path, rels: list[str], ref: Path | None = None) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__)
     ap.add_argument("files", nargs="*", help="results files, relative to --results")
     ap.add_argument("--all", action="store_true", help="every *.json and *.jsonl under --results (reference/ excluded)")
     ap.add_argument("--results", type=Path, default=ROOT / "results", help="results directory to copy from")
@@ -86,11 +90,8 @@ def main(argv=None) -> int:
                        and p.is_file() and "reference" not in p.relative_to(a.results).parts[:1])
     if not rels:
         ap.error("name results files or pass --all")
-    try:
+    with cli.input_errors(FileNotFoundError, ValueError):
         snapshot(a.results, rels, a.reference)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     return 0
 
 

@@ -19,7 +19,6 @@ Writes DIR/{train,validation} (datasets.save_to_disk) and DIR/manifest.json last
 """
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import sysconfig
@@ -28,7 +27,7 @@ from pathlib import Path
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m pretrain_ckpt.01_corpus ...")
 
-from model import manifest, recipe, sections  # noqa: E402
+from model import cli, manifest, recipe  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 
 
@@ -66,12 +65,8 @@ def drills(n_docs: int, seed: int) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("pretrain_ckpt", ["corpus"]),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, required=True, help="output dataset directory")
-    ap.add_argument("--recipe", default="tiny_cpu", help="pretrain_ckpt/recipes/<name>.yaml or a path")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a recipe value, e.g. --set corpus.max_mb=64")
+    ap = cli.parser(__doc__, "pretrain_ckpt", ["corpus"], out="output dataset directory")
+    cli.recipe_args(ap, "pretrain_ckpt", "corpus.max_mb=64")
     for flag, key in (("--max-mb", "max_mb"), ("--drill-docs", "drill_docs"), ("--val-fraction", "val_fraction"),
                       ("--seed", "seed")):
         ap.add_argument(flag, type=float if key in ("max_mb", "val_fraction") else int, default=None,
@@ -80,31 +75,23 @@ def main(argv=None) -> int:
                     help="domains export directory whose corpus/ split (plain-text demonstrations) is added "
                          "unless the recipe's corpus.mid_training is false")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors():
         cfg = recipe.load_recipe("pretrain_ckpt", a.recipe, a.overrides)["corpus"]
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    for key in ("max_mb", "drill_docs", "val_fraction", "seed"):
-        if getattr(a, key) is not None:
-            cfg[key] = getattr(a, key)
-        setattr(a, key, cfg[key])
-    if not cfg["mid_training"]:
-        a.domains = None  # the recipe's corpus is made without the export, even where one is given
-    if not 0 < a.val_fraction < 0.5:
-        print(f"error: --val-fraction={a.val_fraction} must be in (0, 0.5)", file=sys.stderr)
-        return 2
+        for key in ("max_mb", "drill_docs", "val_fraction", "seed"):
+            if getattr(a, key) is not None:
+                cfg[key] = getattr(a, key)
+            setattr(a, key, cfg[key])
+        if not cfg["mid_training"]:
+            a.domains = None  # the recipe's corpus is made without the export, even where one is given
+        if not 0 < a.val_fraction < 0.5:
+            raise ConfigError(f"--val-fraction={a.val_fraction} must be in (0, 0.5)")
     domain_docs: list[str] = []
     if a.domains is not None:
-        try:
+        with cli.input_errors(prefix="--domains: "):
             manifest.verify(a.domains, stage="data")
-        except manifest.CheckpointError as e:
-            print(f"error: --domains: {e}", file=sys.stderr)
-            return 2
         if not (a.domains / "corpus" / "dataset_info.json").exists():
-            print(f"error: {a.domains} has no corpus/ rows: export it with `python -m domains export "
-                  f"--corpus-per-domain N`", file=sys.stderr)
-            return 2
+            cli.fail(f"{a.domains} has no corpus/ rows: export it with `python -m domains export "
+                     "--corpus-per-domain N`")
     import datasets
 
     if a.domains is not None:

@@ -11,15 +11,13 @@ is a multiple of 128 so Megatron needs no padding at any TP size up to 128. It i
 """
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m pretrain_ckpt.02_tokenizer ...")
 
 from domains import chat  # noqa: E402
-from model import manifest, recipe, sections  # noqa: E402
+from model import cli, manifest, recipe  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 
 # Jinja version of domains.chat.render (tool calls as JSON with keys name, arguments).
@@ -35,37 +33,24 @@ CHAT_TEMPLATE = (
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("pretrain_ckpt", ["tokenizer"]),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="corpus dataset directory (01_corpus.py)")
-    ap.add_argument("--out", type=Path, required=True, help="tokenizer output directory")
-    ap.add_argument("--recipe", default="tiny_cpu", help="pretrain_ckpt/recipes/<name>.yaml or a path")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a recipe value, e.g. --set tokenizer.max_chars=1000000")
+    ap = cli.parser(__doc__, "pretrain_ckpt", ["tokenizer"], inp="corpus dataset directory (01_corpus.py)",
+                    out="tokenizer output directory")
+    cli.recipe_args(ap, "pretrain_ckpt", "tokenizer.max_chars=1000000")
     ap.add_argument("--vocab-size", type=int, default=None,
                     help="vocabulary size, a multiple of 128 (overrides the recipe's model.vocab_size)")
     ap.add_argument("--max-chars", type=int, default=None, help="overrides the recipe's tokenizer.max_chars")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors():
         cfg = recipe.load_recipe("pretrain_ckpt", a.recipe, a.overrides)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if a.vocab_size is None:
-        if "vocab_size" not in cfg.get("model", {}):
-            print(f"error: recipe {a.recipe} sets no model.vocab_size: pass --vocab-size N", file=sys.stderr)
-            return 2
-        a.vocab_size = cfg["model"]["vocab_size"]
-    a.max_chars = cfg["tokenizer"]["max_chars"] if a.max_chars is None else a.max_chars
-    if a.vocab_size % 128:
-        print(f"error: --vocab-size={a.vocab_size} is not a multiple of 128 (Megatron TP padding); use e.g. "
-              f"{(a.vocab_size // 128 + 1) * 128}", file=sys.stderr)
-        return 2
-    try:
+        if a.vocab_size is None:
+            if "vocab_size" not in cfg.get("model", {}):
+                raise ConfigError(f"recipe {a.recipe} sets no model.vocab_size: pass --vocab-size N")
+            a.vocab_size = cfg["model"]["vocab_size"]
+        a.max_chars = cfg["tokenizer"]["max_chars"] if a.max_chars is None else a.max_chars
+        if a.vocab_size % 128:
+            raise ConfigError(f"--vocab-size={a.vocab_size} is not a multiple of 128 (Megatron TP padding); use e.g. "
+                              f"{(a.vocab_size // 128 + 1) * 128}")
         manifest.verify(a.inp, stage="corpus")
-    except manifest.CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     import datasets
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -87,9 +72,7 @@ def main(argv=None) -> int:
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(texts(), trainer=trainer)
     if tok.get_vocab_size() != a.vocab_size:
-        print(f"error: corpus too small for vocab {a.vocab_size} (got {tok.get_vocab_size()}); raise --max-chars",
-              file=sys.stderr)
-        return 2
+        cli.fail(f"corpus too small for vocab {a.vocab_size} (got {tok.get_vocab_size()}); raise --max-chars")
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=chat.BOS, eos_token=chat.EOS,
                                    pad_token=chat.PAD, additional_special_tokens=chat.SPECIAL_TOKENS[2:])
     fast.chat_template = CHAT_TEMPLATE

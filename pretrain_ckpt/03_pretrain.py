@@ -13,7 +13,6 @@ steps; rerunning the same command resumes from the newest complete one. The outp
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -24,19 +23,15 @@ if not __package__:  # run by path: the project's packages import from the repos
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from model import loop, manifest, sections  # noqa: E402
+from model import cli, loop, manifest, sections  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 
 
 def parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("pretrain_ckpt", sections.LOOP),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", type=Path, required=True, help="corpus dataset (pretrain_ckpt/01_corpus.py)")
-    ap.add_argument("--tokenizer", type=Path, required=True, help="tokenizer dir (pretrain_ckpt/02_tokenizer.py)")
-    ap.add_argument("--out", type=Path, required=True, help="output checkpoint directory (e.g. checkpoints/base)")
-    ap.add_argument("--recipe", default="tiny_cpu", help="pretrain_ckpt/recipes/<name>.yaml or a path")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a recipe value, e.g. --set train.steps=20 --set parallel.tp=2")
+    ap = cli.parser(__doc__, "pretrain_ckpt", sections.LOOP, corpus="corpus dataset (pretrain_ckpt/01_corpus.py)",
+                    tokenizer="tokenizer dir (pretrain_ckpt/02_tokenizer.py)",
+                    out="output checkpoint directory (e.g. checkpoints/base)")
+    cli.recipe_args(ap, "pretrain_ckpt", "train.steps=20 --set parallel.tp=2")
     ap.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True)")
     return ap.parse_args(argv)
 
@@ -82,13 +77,10 @@ class Stream:
 
 def main(argv=None) -> int:
     args = parse(argv)
-    try:
+    with cli.input_errors():
         rc = loop.resolve("pretrain_ckpt", args.recipe, args.overrides)
         for d, stage in ((args.corpus, "corpus"), (args.tokenizer, "tokenizer")):
             manifest.verify(d, stage=stage)
-    except (ConfigError, manifest.CheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     if args.deterministic:
         torch.use_deterministic_algorithms(True)
     seq, seed = rc.train["seq_length"], rc.train["seed"]

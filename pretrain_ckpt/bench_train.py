@@ -21,7 +21,6 @@ Model FLOPs per step = 6 * active params * tokens + causal attention (3 * 2 * 2 
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime
 import json
@@ -29,11 +28,17 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import torch
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m pretrain_ckpt.bench_train ...")
+
+import torch  # noqa: E402
+
+from model import cli  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SEQ = 512
@@ -273,7 +278,7 @@ def summarize(times: list[float], losses: list[float], flops: dict, peak: float)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__)
     ap.add_argument("--out", default="results/bench/train.json")
     ap.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--batch", type=int, default=4, help="micro batch = global batch (sequences of 512 tokens)")

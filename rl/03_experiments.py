@@ -19,7 +19,6 @@ A finished arm (its manifest exists) is not rerun, so an interrupted experiment 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -31,7 +30,7 @@ from pathlib import Path
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m rl.03_experiments ...")
 
-from model import manifest, results  # noqa: E402
+from model import cli, manifest, results  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,26 +73,20 @@ def summarize(run_dir: Path, ckpt: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__, inp="parent checkpoint (checkpoints/sft)", data="domains export (data/domains)",
+                    out="results JSON (results/rl/experiments/<name>.json)")
     ap.add_argument("experiment", choices=["domain_scaling", "scheduler"], help="which experiment")
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="parent checkpoint (checkpoints/sft)")
-    ap.add_argument("--data", type=Path, required=True, help="domains export (data/domains)")
-    ap.add_argument("--out", type=Path, required=True, help="results JSON (results/rl/experiments/<name>.json)")
     ap.add_argument("--work", type=Path, default=None,
                     help="arm checkpoints (default: checkpoints/rl_experiments/<experiment>/)")
-    ap.add_argument("--recipe", default="tiny_cpu", help="rl/recipes/<name>.yaml for every arm")
+    cli.recipe_args(ap, "rl", recipe_help="rl/recipes/<name>.yaml for every arm",
+                    set_help="recipe override for every arm (e.g. train.steps=10)")
     ap.add_argument("--ks", default="1,4,16,64,all", help="domain counts for domain_scaling")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (each arm runs once per seed)")
     ap.add_argument("--launch", default=sys.executable, help="launcher, e.g. 'torchrun --nproc-per-node 8'")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="recipe override for every arm (e.g. train.steps=10)")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors():
         manifest.verify(a.inp)
         todo = arms(a)
-    except (ConfigError, manifest.CheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     work = a.work or ROOT / "checkpoints" / "rl_experiments" / a.experiment
     rows, t0 = {}, time.perf_counter()
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))

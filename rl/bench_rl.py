@@ -12,7 +12,6 @@ compare the ratios, measured back to back.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -23,6 +22,8 @@ if not __package__:  # run by path: the project's packages import from the repos
     sys.exit("error: run it from the repository root as a module: python -m rl.bench_rl ...")
 
 import torch  # noqa: E402
+
+from model import cli  # noqa: E402
 
 
 def prompts(tok, n: int) -> list[list[int]]:
@@ -55,9 +56,7 @@ def hf_generate(hf_dir: Path, ps: list[list[int]], samples: int, tokens: int) ->
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="checkpoint with hf/, mcore/, tokenizer/")
-    ap.add_argument("--out", type=Path, required=True, help="results JSON (results/bench/rl.json)")
+    ap = cli.parser(__doc__, inp="checkpoint with hf/, mcore/, tokenizer/", out="results JSON (results/bench/rl.json)")
     ap.add_argument("--metrics", type=Path, default=None, help="an RL run's metrics.jsonl for the step split")
     ap.add_argument("--prompts", type=int, default=16, help="prompts per batch")
     ap.add_argument("--samples", type=int, default=4, help="samples per prompt")
@@ -66,11 +65,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from model import manifest, results
 
-    try:
+    with cli.input_errors():
         manifest.verify(a.inp)
-    except manifest.CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     from transformers import PreTrainedTokenizerFast
 
     from model import checkpoint, parallel

@@ -16,7 +16,6 @@ mcore/ + model_config.json (model/export.py).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import shutil
@@ -26,7 +25,8 @@ from pathlib import Path
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m serving.01_export ...")
 
-from model import manifest  # noqa: E402
+from model import cli, manifest  # noqa: E402
+from model.config import ConfigError  # noqa: E402
 from serving import card, server  # noqa: E402
 
 TURN_END = ("<|endoftext|>", "<|im_end|>")  # generation stops at either (chat servers end the turn)
@@ -97,22 +97,17 @@ def write_card(out_dir: Path, final: Path, inp: Path, results_dir: Path, name: s
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="any stage's checkpoint directory")
-    ap.add_argument("--out", type=Path, required=True, help="export directory to create")
+    ap = cli.parser(__doc__, inp="any stage's checkpoint directory", out="export directory to create")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="dtype of the exported weights")
     ap.add_argument("--results", type=Path, default=Path("results"), help="folder searched for results files")
     ap.add_argument("--name", default=None, help="model name on the card (default: <stage>-<manifest hash[:8]>)")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors(ValueError):
         m = manifest.verify(a.inp)
         if a.out.resolve() == a.inp.resolve():
-            raise ValueError(f"--out {a.out} is --in: choose a new directory")
-    except (manifest.CheckpointError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+            raise ConfigError(f"--out {a.out} is --in: choose a new directory")
     name = a.name or f"{m['stage']}-{manifest.manifest_hash(a.inp)[:8]}"
-    try:
+    with cli.input_errors(FileNotFoundError, ValueError):  # what build_hf finds unusable in the checkpoint
         with manifest.staging(a.out) as tmp:
             build_hf(a.inp, tmp / "hf", a.dtype)
             eos = end_turns(tmp / "hf")
@@ -127,9 +122,6 @@ def main(argv=None) -> int:
                 extra={"eos_token_ids": eos, "evaluations": [e["file"] for e in evals],
                        "provenance": [{k: c.get(k) for k in ("stage", "path", "manifest_sha256", "status")} for c in chain]})
             manifest.publish(tmp, a.out)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     print(f"export -> {a.out} ({len(evals)} results files on the card, provenance depth {len(chain)})")
     return 0
 

@@ -19,7 +19,6 @@ With speculative.method=ngram steps 2-3 are skipped (prompt-lookup proposals, no
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -31,7 +30,7 @@ from pathlib import Path
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m serving.02_fast ...")
 
-from model import manifest, recipe, sections  # noqa: E402
+from model import cli, manifest, recipe  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 from serving import card, quantize, server  # noqa: E402
 
@@ -77,17 +76,14 @@ def run(cmd: list[str]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("serving"),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="target checkpoint (sft, rl or export) with hf/")
+    ap = cli.parser(__doc__, "serving", inp="target checkpoint (sft, rl or export) with hf/",
+                    out="fast variant directory to create")
     ap.add_argument("--data", type=Path, default=None, help="domains export (prompts for the draft; needed for method=draft)")
-    ap.add_argument("--out", type=Path, required=True, help="fast variant directory to create")
-    ap.add_argument("--recipe", default="tiny_cpu", help="serving/recipes/<name>.yaml or a path")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
+    cli.recipe_args(ap, "serving", set_help="recipe override")
     ap.add_argument("--results", type=Path, default=Path("results"), help="folder searched for the target's results files")
     ap.add_argument("--nproc", type=int, default=1, help="processes for the draft's training (torchrun when > 1)")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors():
         cfg = recipe.load_recipe("serving", a.recipe, a.overrides)  # a mistyped key fails before any input is read
         m = manifest.verify(a.inp)  # the one full check of the target; the draft steps get its manifest hash
         target_sha = manifest.manifest_hash(a.inp)
@@ -103,9 +99,6 @@ def main(argv=None) -> int:
             manifest.verify(a.data, stage="data")
         if a.nproc < 1:
             raise ConfigError(f"--nproc {a.nproc} must be >= 1")
-    except (ConfigError, manifest.CheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     t0 = time.perf_counter()
     try:
         with manifest.staging(a.out) as tmp:
@@ -154,7 +147,7 @@ def main(argv=None) -> int:
                                     seed=cfg["train"]["seed"], metrics=metrics,
                                     model_config=m.get("model_config"), extra=extra)
             manifest.publish(tmp, a.out)
-    except (RuntimeError, ValueError, ConfigError) as e:
+    except (RuntimeError, ValueError) as e:  # a step failed (a ConfigError is a ValueError): exit 1, not bad input
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"fast variant -> {a.out} ({metrics['wall_s']:.0f} s): {json.dumps(metrics)}")

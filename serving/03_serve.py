@@ -14,7 +14,6 @@ the server's process group (and nothing else). Exit 2 on a bad --in, 1 if the se
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import signal
@@ -25,13 +24,13 @@ from pathlib import Path
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m serving.03_serve ...")
 
-from model import manifest  # noqa: E402
+from model import cli, manifest  # noqa: E402
+from model.config import ConfigError  # noqa: E402
 from serving import server  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="serving/checkpoint directory (hf/, serving.json)")
+    ap = cli.parser(__doc__, inp="serving/checkpoint directory (hf/, serving.json)")
     ap.add_argument("--host", default="127.0.0.1", help="bind address (keep 127.0.0.1 unless behind a proxy)")
     ap.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
     ap.add_argument("--name", default=None, help="served model name (default: the directory name)")
@@ -40,16 +39,12 @@ def main(argv=None) -> int:
     ap.add_argument("--log", type=Path, default=None, help="server log file (default: a temp file)")
     ap.add_argument("--smoke", action="store_true", help="run the client smoke test, then stop and exit")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors(FileNotFoundError):
         manifest.verify(a.inp)
         port = a.port or server.free_port(a.host)
         cmd = server.command(a.inp, host=a.host, port=port, name=a.name, max_model_len=a.max_model_len)
-    except (manifest.CheckpointError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if not 0 < port < 65536:
-        print(f"error: --port {port} is not a TCP port (1-65535, or 0 for a free one)", file=sys.stderr)
-        return 2
+        if not 0 < port < 65536:
+            raise ConfigError(f"--port {port} is not a TCP port (1-65535, or 0 for a free one)")
     name = a.name or a.inp.resolve().name
     log = a.log or Path(tempfile.mkstemp(prefix="vllm-serve-", suffix=".log")[1])
     print("$ " + shlex.join(cmd), flush=True)

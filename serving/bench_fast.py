@@ -19,7 +19,6 @@ CPU makes absolute numbers unreliable; the ratio is what is comparable).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -30,7 +29,7 @@ from pathlib import Path
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m serving.bench_fast ...")
 
-from model import manifest, results  # noqa: E402
+from model import cli, manifest, results  # noqa: E402
 
 
 # ablations: the quantized target alone, the draft on the unquantized target, prompt-lookup (ngram) proposals instead
@@ -63,11 +62,9 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--fast", type=Path, required=True, help="fast variant directory (serving/02_fast.py)")
+    ap = cli.parser(__doc__, fast="fast variant directory (serving/02_fast.py)",
+                    data="domains export (eval split: prompts and pass rate)", out="results JSON path")
     ap.add_argument("--standard", type=Path, default=None, help="standard variant (default: the fast variant's parent)")
-    ap.add_argument("--data", type=Path, required=True, help="domains export (eval split: prompts and pass rate)")
-    ap.add_argument("--out", type=Path, required=True, help="results JSON path")
     ap.add_argument("--batches", default="1,8,64", help="comma-separated batch sizes")
     ap.add_argument("--max-tokens", type=int, default=64, help="generated tokens per sequence (ignore_eos)")
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per batch size and side")
@@ -79,7 +76,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sides", default="", help="explicit sides, e.g. standard,fast,spec_only (default: standard,fast "
                                                   "[+ quant_only,spec_only with --ablations])")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors(ValueError, TypeError, KeyError):
         fm = manifest.verify(a.fast, stage="fast")
         std = a.standard or Path(fm["parent"]["path"])
         manifest.verify(std)
@@ -90,9 +87,6 @@ def main(argv=None) -> int:
             raise ValueError(f"--sides {a.sides}: must include standard and fast, others from {ABLATIONS}")
         if not batches or min(batches) < 1 or a.reps < 1 or a.max_tokens < 1:
             raise ValueError(f"--batches {a.batches}, --reps {a.reps}, --max-tokens {a.max_tokens} must be positive")
-    except (manifest.CheckpointError, ValueError, TypeError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     from domains import evaluate
     from serving.server import engine_process
 

@@ -21,10 +21,13 @@ import random
 import sys
 from pathlib import Path
 
-import torch
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m serving.draft ...")
 
-from model import manifest
-from model.config import ConfigError
+import torch  # noqa: E402
+
+from model import cli, manifest  # noqa: E402
+from model.config import ConfigError  # noqa: E402
 
 
 def domain_prompts(data_dir: Path, n: int, seed: int, split: str = "rl") -> list[str]:
@@ -146,12 +149,11 @@ def train(target: Path, data: Path, out: Path, recipe_name: str, overrides: list
 def main(argv=None) -> int:
     from model.sections import LOOP, epilog
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="target's greedy completions on domain prompts -> HF dataset")
-    g.add_argument("--target", type=Path, required=True, help="target checkpoint directory (hf/)")
-    g.add_argument("--data", type=Path, required=True, help="domains export directory (rl/ split)")
-    g.add_argument("--out", type=Path, required=True, help="dataset directory to write")
+    cli.path_args(g, target="target checkpoint directory (hf/)", data="domains export directory (rl/ split)",
+                  out="dataset directory to write")
     g.add_argument("--num-prompts", type=int, default=256, help="prompts to answer")
     g.add_argument("--max-tokens", type=int, default=128, help="completion tokens per prompt")
     g.add_argument("--max-model-len", type=int, default=None, help="vLLM context (default: the model's)")
@@ -161,13 +163,12 @@ def main(argv=None) -> int:
     for p in (g, t):
         p.add_argument("--target-verified", metavar="SHA256", default=None,
                        help="sha256 of the target's manifest.json, already verified in full by the caller (02_fast.py)")
-    t.add_argument("--target", type=Path, required=True, help="target checkpoint directory")
-    t.add_argument("--data", type=Path, required=True, help="dataset from `generate`")
-    t.add_argument("--out", type=Path, required=True, help="draft checkpoint directory to publish")
-    t.add_argument("--recipe", default="tiny_cpu", help="serving/recipes/<name>.yaml (model/train/optim = the draft)")
-    t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
+    cli.path_args(t, target="target checkpoint directory", data="dataset from `generate`",
+                  out="draft checkpoint directory to publish")
+    cli.recipe_args(t, "serving", recipe_help="serving/recipes/<name>.yaml (model/train/optim = the draft)",
+                    set_help="recipe override")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors():  # the draft's own checks and loop.resolve's; 02_fast.py runs this as a step
         if a.cmd == "generate":
             target_manifest(a.target, a.target_verified)
             manifest.verify(a.data, stage="data")
@@ -175,9 +176,6 @@ def main(argv=None) -> int:
             print(json.dumps(generate(a.target / "hf", prompts, a.max_tokens, a.out, a.max_model_len)))
             return 0
         return train(a.target, a.data, a.out, a.recipe, a.overrides, a.target_verified)
-    except (ConfigError, manifest.CheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
 
 
 if __name__ == "__main__":

@@ -10,39 +10,29 @@ efficiency) and DIR/manifest.json last.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
 from collections import Counter, defaultdict
-from pathlib import Path
 
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m sft.01_data ...")
 
-from model import manifest, recipe, sections  # noqa: E402
+from model import cli, manifest, recipe  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 from sft.packing import pack, to_example, tokenize_conversation  # noqa: E402
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("sft", ["data"]),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="domains export directory (has sft/)")
-    ap.add_argument("--base", type=Path, required=True, help="base checkpoint (its tokenizer/ is used)")
-    ap.add_argument("--out", type=Path, required=True, help="output dataset directory")
-    ap.add_argument("--recipe", default="tiny_cpu", help="sft/recipes/<name>.yaml or a path")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a recipe value, e.g. --set data.num_demos=500")
+    ap = cli.parser(__doc__, "sft", ["data"], inp="domains export directory (has sft/)",
+                    base="base checkpoint (its tokenizer/ is used)", out="output dataset directory")
+    cli.recipe_args(ap, "sft", "data.num_demos=500")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors():
         cfg = recipe.load_recipe("sft", a.recipe, a.overrides)["data"]  # sft/config.py: keys, defaults, help
         manifest.verify(a.inp, stage="data")
         manifest.verify(a.base)
         if cfg["max_length"] > cfg["pack_length"]:
             raise ConfigError(f"data.max_length={cfg['max_length']} > data.pack_length={cfg['pack_length']}")
-    except (ConfigError, manifest.CheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     import datasets
     from transformers import PreTrainedTokenizerFast
 
@@ -54,9 +44,7 @@ def main(argv=None) -> int:
     mixture = cfg["mixture"] or {f: 1.0 for f in by_family}
     missing = sorted(set(mixture) - set(by_family))
     if missing:
-        print(f"error: mixture names families {missing} absent from {a.inp}/sft (has {sorted(by_family)})",
-              file=sys.stderr)
-        return 2
+        cli.fail(f"mixture names families {missing} absent from {a.inp}/sft (has {sorted(by_family)})")
     rng = random.Random(cfg["seed"])
     total_w = sum(mixture.values())
     chosen: list[int] = []

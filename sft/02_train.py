@@ -13,7 +13,6 @@ attention, warmup + decay, gradient clipping, held-out loss, step checkpoints in
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ if not __package__:  # run by path: the project's packages import from the repos
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from model import loop, manifest, recipe, sections  # noqa: E402
+from model import cli, loop, manifest, recipe, sections  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 from sft.packing import attention_mask  # noqa: E402
 
@@ -49,17 +48,12 @@ class Packs:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("sft", sections.LOOP),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="parent checkpoint (checkpoints/base)")
-    ap.add_argument("--data", type=Path, required=True, help="packed SFT dataset (sft/01_data.py)")
-    ap.add_argument("--out", type=Path, required=True, help="output checkpoint directory (checkpoints/sft)")
-    ap.add_argument("--recipe", default="tiny_cpu", help="sft/recipes/<name>.yaml or a path")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a recipe value, e.g. --set train.steps=20 --set parallel.tp=2")
+    ap = cli.parser(__doc__, "sft", sections.LOOP, inp="parent checkpoint (checkpoints/base)",
+                    data="packed SFT dataset (sft/01_data.py)", out="output checkpoint directory (checkpoints/sft)")
+    cli.recipe_args(ap, "sft", "train.steps=20 --set parallel.tp=2")
     ap.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True)")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors():
         cfg = recipe.load_recipe("sft", a.recipe, a.overrides)  # a mistyped key fails before any input is read
         parent = manifest.verify(a.inp)
         data_m = manifest.verify(a.data, stage="sft_data")
@@ -68,9 +62,6 @@ def main(argv=None) -> int:
         if pack_len != rc.train["seq_length"]:
             raise ConfigError(f"train.seq_length={rc.train['seq_length']} != the data's pack_length={pack_len}: "
                               "rebuild the data or set train.seq_length to match")
-    except (ConfigError, manifest.CheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     if a.deterministic:
         torch.use_deterministic_algorithms(True)
 

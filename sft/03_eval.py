@@ -11,34 +11,27 @@ left out of the pass rates, never scored as fails. RL's periodic eval is the sam
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m sft.03_eval ...")
 
-from model import manifest, results  # noqa: E402
+from model import cli, manifest, results  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="checkpoint directory with hf/")
-    ap.add_argument("--data", type=Path, required=True, help="domains export directory (has eval/)")
-    ap.add_argument("--out", type=Path, required=True, help="results JSON path")
+    ap = cli.parser(__doc__, inp="checkpoint directory with hf/", data="domains export directory (has eval/)",
+                    out="results JSON path")
     ap.add_argument("--per-domain", type=int, default=2, help="eval tasks per domain")
     ap.add_argument("--max-tokens", type=int, default=192, help="tokens per assistant turn")
     ap.add_argument("--max-model-len", type=int, default=None, help="vLLM context length (default: the model's)")
     ap.add_argument("--sandbox-slots", type=int, default=8,
                     help="sandbox pool size: tool rollouts holding a sandbox session run this many at a time")
     a = ap.parse_args(argv)
-    try:
+    with cli.input_errors():
         m = manifest.verify(a.inp)
         manifest.verify(a.data, stage="data")
-    except manifest.CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     from domains import evaluate
     from domains.sandboxing import available, make_pool
     from model.vllm_engine import Engine

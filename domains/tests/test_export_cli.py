@@ -89,7 +89,9 @@ def test_cli_sample_is_deterministic(capsys):
 
 
 def test_cli_bad_input_is_one_line_and_exit_2(capsys):
-    assert main(["sample", "math.nope", "--seed", "1"]) == 2
+    with pytest.raises(SystemExit) as e:  # bad input exits 2 like an argparse usage error (model/cli.py)
+        main(["sample", "math.nope", "--seed", "1"])
+    assert e.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: unknown domain") and "\n" not in err
 

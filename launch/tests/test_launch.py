@@ -90,14 +90,16 @@ def test_make_rejects_an_unknown_executor():
 
 
 def test_cli_refuses_recipe_without_cluster_section(capsys):
-    rc = cli.main(["--", "-m", "sft.02_train", "--in", "x", "--out", "y", "--recipe", "tiny_cpu"])
+    with pytest.raises(SystemExit) as e:  # bad input exits 2 like an argparse usage error (model/cli.py)
+        cli.main(["--", "-m", "sft.02_train", "--in", "x", "--out", "y", "--recipe", "tiny_cpu"])
     err = capsys.readouterr().err
-    assert rc == 2 and err.count("\n") == 1 and "has no cluster: section" in err
+    assert e.value.code == 2 and err.count("\n") == 1 and "has no cluster: section" in err
 
 
 def test_cli_refuses_script_outside_the_clone(capsys):
-    rc = cli.main(["--", "-m", "sft.99_missing", "--recipe", "tiny_cpu"])
-    assert rc == 2 and "is not a script of this clone" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--", "-m", "sft.99_missing", "--recipe", "tiny_cpu"])
+    assert e.value.code == 2 and "is not a script of this clone" in capsys.readouterr().err
 
 
 # --- NeMo-Run in .venv-launch --------------------------------------------------------------------------

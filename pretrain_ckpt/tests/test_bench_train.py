@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def bt():
-    spec = importlib.util.spec_from_file_location("bench_train", ROOT / "pretrain_ckpt" / "bench_train.py")
+    # named as its package's module: a script imported without its package stops at its run-by-path guard
+    spec = importlib.util.spec_from_file_location("pretrain_ckpt.bench_train", ROOT / "pretrain_ckpt/bench_train.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
