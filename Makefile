@@ -81,7 +81,7 @@ BUILDS_export := base sft export
 BUILDING := $(sort $(foreach g,$(MAKECMDGOALS),$(call defined,BUILDS_$(g))))
 after = $(foreach s,$(1),$(if $(filter $(s),$(BUILDING)),$(CKPT)/$(s)/manifest.json))
 # Corpus and tokenizer sizes are the recipe's (pretrain_ckpt/recipes/: corpus:, tokenizer:, model.vocab_size). The
-# tiny default mixes in the domains export's corpus/ split (mid-training text of the train domains, never the
+# tiny default mixes in the domains datasets' corpus/ split (mid-training text of the train domains, never the
 # held-out ones): the same SFT from a base with it passed 20/240 train-domain tasks, from one without 9/240 (README)
 corpus: $(DATA)/corpus/manifest.json ## base pretraining corpus (HF dataset)
 $(DATA)/corpus/manifest.json: $(DATA)/domains/manifest.json | setup
@@ -98,10 +98,10 @@ BASE_IMPORTED := $(shell grep -qs '"imported_from"' $(CKPT)/base/manifest.json &
 $(CKPT)/base/manifest.json: $(if $(BASE_IMPORTED),,$(CKPT)/tokenizer/manifest.json)
 	$(LAUNCH) -m pretrain_ckpt.03_pretrain --corpus $(DATA)/corpus --tokenizer $(CKPT)/tokenizer --out $(CKPT)/base --recipe $(RECIPE)
 
-# how many tasks `make data` exports: the recipe's export: section (domains/recipes/)
+# how many tasks `make data` writes: the recipe's datasets: section (domains/recipes/)
 data: $(DATA)/domains/manifest.json ## task datasets from domains/: SFT demonstrations, RL prompts, eval sets
 $(DATA)/domains/manifest.json: | setup
-	$(PY) -m domains export --out $(DATA)/domains --recipe $(RECIPE) --slots 2
+	$(PY) -m domains datasets --out $(DATA)/domains --recipe $(RECIPE) --slots 2
 
 check-domains: setup ## every domain's oracle through its verifier, every difficulty (100% expected)
 	$(PY) -m domains check

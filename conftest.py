@@ -11,5 +11,5 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-# session fixtures shared across stages' tests (micro chain, memorised export, a target that passes tasks)
+# session fixtures shared across stages' tests (micro chain, memorised datasets, a target that passes tasks)
 pytest_plugins = ["tests.trained_fixtures"]

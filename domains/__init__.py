@@ -15,7 +15,7 @@ prompt, short formulaic answer, for tiny models; 3 = long / multi-step / real co
     env = d.make_env(task, pool)                     # multi-turn: env.step({"name", "arguments"}) -> str; env.close()
     domains.rollout(d, task, generate=fn, pool=pool) # the RL/eval loop around any text generator
     from domains import evaluate                     # the one evaluation protocol every stage calls:
-    evaluate.summarize(evaluate.run(target, evaluate.eval_items(export_dir, 2), pool))  # pass rates, ci95, pass@k
+    evaluate.summarize(evaluate.run(target, evaluate.eval_items(datasets_dir, 2), pool))  # pass rates, ci95, pass@k
 
 Contracts
 - Task (core.py): domain, family, seed, difficulty, messages, tools, max_turns + hidden answer, tests,
@@ -39,7 +39,7 @@ Contracts
 - Plug-ins: domains.load_plugin("pkg.mod:register") or DOMAINS_PLUGINS=pkg.mod,pkg2.mod; register() returns
   Domain objects (subclass core.Domain, or base.AnswerDomain for 'Answer:' questions). See registry.py.
 
-CLI (see cli.py):  .venv/bin/python -m domains list --json | sample DOMAIN --seed S | check | export --out DIR
+CLI (see cli.py):  .venv/bin/python -m domains list --json | sample DOMAIN --seed S | check | datasets --out DIR
 Tests:             .venv/bin/python -m pytest domains -q
 """
 from domains.core import Domain, Reward, Task, ToolEnv, ToolError, ToolInfraError

@@ -3,10 +3,10 @@
     .venv/bin/python -m domains list [--json] [--family F] [--split train|heldout]
     .venv/bin/python -m domains sample DOMAIN --seed S [--difficulty D] [--solve] [--render]
     .venv/bin/python -m domains check [--families a,b] [--domains x,y] [--seeds N] [--slots N] [--json FILE]
-    .venv/bin/python -m domains export --out DIR [--recipe tiny_cpu] [--set export.KEY=V] [--sft-per-domain N]
-                                       [--rl-per-domain M] [--eval-per-domain K] [--seed S] [--max-difficulty D]
-                                       [--families a,b] [--overwrite]
-The export's sizes are a recipe's `export:` section (domains/recipes/<name>.yaml, fields in domains/config.py;
+    .venv/bin/python -m domains datasets --out DIR [--recipe tiny_cpu] [--set datasets.KEY=V] [--sft-per-domain N]
+                                         [--rl-per-domain M] [--eval-per-domain K] [--seed S] [--max-difficulty D]
+                                         [--families a,b] [--overwrite]
+The datasets' sizes are a recipe's `datasets:` section (domains/recipes/<name>.yaml, fields in domains/config.py;
 without --recipe its defaults); the flags override it.
 Plug-ins: DOMAINS_PLUGINS=pkg.mod[,pkg2.mod:func] or --plugin pkg.mod (repeatable), before the sub-command.
 Exit status: 0 ok, 1 a check failed, 2 bad input (one line on stderr naming the problem and the fix).
@@ -125,22 +125,22 @@ def cmd_check(a) -> int:
     return 0 if ok == len(res) else 1
 
 
-EXPORT_KEYS = ("sft_per_domain", "rl_per_domain", "eval_per_domain", "corpus_per_domain", "max_difficulty",
+DATASETS_KEYS = ("sft_per_domain", "rl_per_domain", "eval_per_domain", "corpus_per_domain", "max_difficulty",
                "families", "seed")
 
 
-def cmd_export(a) -> int:
-    from domains.config import ExportConfig
+def cmd_datasets(a) -> int:
+    from domains.config import DatasetsConfig
     from model import recipe, sections
 
-    cfg = (recipe.load_recipe("domains", a.recipe, a.overrides)["export"] if a.recipe else
-           sections.check_section(ExportConfig, recipe.apply_overrides({}, a.overrides).get("export"), "export"))
-    for k in EXPORT_KEYS:  # an explicit flag overrides the recipe
+    cfg = (recipe.load_recipe("domains", a.recipe, a.overrides)["datasets"] if a.recipe else
+           sections.check_section(DatasetsConfig, recipe.apply_overrides({}, a.overrides).get("datasets"), "datasets"))
+    for k in DATASETS_KEYS:  # an explicit flag overrides the recipe
         if getattr(a, k) is None:
             setattr(a, k, cfg[k])
     import datasets
 
-    from domains.export import export
+    from domains.datasets import write_datasets
     datasets.disable_progress_bars()  # one summary line instead of a bar per split
     ds = _select(a.families, None)
     for n in ("sft_per_domain", "rl_per_domain", "eval_per_domain", "corpus_per_domain"):
@@ -151,13 +151,14 @@ def cmd_export(a) -> int:
     t0 = time.time()
     with _pool_for(ds, a.slots) as pool:
         try:
-            m = export(a.out, ds, a.sft_per_domain, a.rl_per_domain, a.eval_per_domain, a.seed, a.max_difficulty,
-                       pool=pool, overwrite=a.overwrite, config={k: v for k, v in vars(a).items() if k != "fn"},
-                       workers=a.slots or 4, corpus_per_domain=a.corpus_per_domain)
+            m = write_datasets(a.out, ds, a.sft_per_domain, a.rl_per_domain, a.eval_per_domain, a.seed,
+                               a.max_difficulty, pool=pool, overwrite=a.overwrite,
+                               config={k: v for k, v in vars(a).items() if k != "fn"},
+                               workers=a.slots or 4, corpus_per_domain=a.corpus_per_domain)
         except FileExistsError as e:
             raise UsageError(str(e)) from None
     c = m["counts"]
-    print(f"exported to {a.out} in {time.time() - t0:.1f}s: sft {c['sft']['rows']}, rl {c['rl']['rows']}, "
+    print(f"datasets in {a.out} after {time.time() - t0:.1f}s: sft {c['sft']['rows']}, rl {c['rl']['rows']}, "
           f"eval {c['eval']['rows']}, corpus {c['corpus']['rows']} rows; manifest {a.out}/manifest.json")
     return 0
 
@@ -187,18 +188,18 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(fn=cmd_check)
     from model import sections
 
-    s = sub.add_parser("export", help="write HF datasets (sft, rl, eval) and a manifest",
-                       epilog=sections.epilog("domains", ["export"]),
+    s = sub.add_parser("datasets", help="write HF datasets (sft, rl, eval, corpus) and a manifest",
+                       epilog=sections.epilog("domains", ["datasets"]),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("--out", required=True)
-    cli.recipe_args(s, "domains", "export.sft_per_domain=50", default=None, recipe_help="domains/recipes/<name>.yaml "
-                    "or a path (default: no recipe, the export section's defaults)")
-    for k in EXPORT_KEYS:
+    cli.recipe_args(s, "domains", "datasets.sft_per_domain=50", default=None, recipe_help="domains/recipes/<name>.yaml "
+                    "or a path (default: no recipe, the datasets section's defaults)")
+    for k in DATASETS_KEYS:
         s.add_argument("--" + k.replace("_", "-"), type=str if k == "families" else int, default=None,
-                       help=f"overrides the recipe's export.{k}")
+                       help=f"overrides the recipe's datasets.{k}")
     s.add_argument("--slots", type=int, default=None)
     s.add_argument("--overwrite", action="store_true")
-    s.set_defaults(fn=cmd_export)
+    s.set_defaults(fn=cmd_datasets)
     a = p.parse_args(argv)
     with cli.input_errors(UsageError, ValueError):
         for spec in a.plugin:

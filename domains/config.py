@@ -1,4 +1,4 @@
-"""Recipe schema of the domains export (domains/recipes/*.yaml, `python -m domains export --recipe NAME`): how
+"""Recipe schema of the domains datasets (domains/recipes/*.yaml, `python -m domains datasets --recipe NAME`): how
 many tasks of each split it writes per domain. `make data` passes RECIPE, so the chain's sizes live beside the
 stage recipes of the same name."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 
 @dataclass
-class ExportConfig:
+class DatasetsConfig:
     sft_per_domain: int = 20  # SFT demonstrations per train domain
     rl_per_domain: int = 20  # RL prompts per train domain
     eval_per_domain: int = 5  # eval tasks per domain (train and held out)
@@ -17,4 +17,4 @@ class ExportConfig:
     seed: int = 0  # seeds every task
 
 
-SCHEMA = {"export": ExportConfig}
+SCHEMA = {"datasets": DatasetsConfig}

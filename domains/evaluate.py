@@ -1,6 +1,6 @@
 """The evaluation protocol: every stage's evaluation is this one function over a target.
 
-    items = eval_items(Path("data/domains"), per_domain=2)            # the export's eval split, or any (Domain, Task)s
+    items = eval_items(Path("data/domains"), per_domain=2)            # the datasets' eval split, or any (Domain, Task)s
     recs = run(target, items, pool, n=1, temperature=0.0, max_tokens=192)   # one record per item
     table = summarize(recs)                 # {family | "all": {split: counts, pass_rate, ci95, mean_turns}}
     pass_at_k(recs, [1, 4]); paired_delta(before_recs, after_recs); wilson(passed, n)
@@ -69,7 +69,7 @@ class EngineTarget:
 
 def eval_items(data_dir: Path, per_domain: int, splits: list[str] | tuple = ("train", "heldout"),
                families: list[str] | None = None) -> list[tuple]:
-    """The first `per_domain` tasks of each domain in the domains export's eval split (export order)."""
+    """The first `per_domain` tasks of each domain in the domains datasets' eval split (in their order)."""
     import datasets
 
     import domains

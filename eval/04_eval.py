@@ -26,7 +26,7 @@ from model.config import ConfigError  # noqa: E402
 def main(argv=None) -> int:
     ap = cli.parser(__doc__)
     ap.add_argument("--suites", default="longctx,regression,heldout", help="comma list of suites to run")
-    ap.add_argument("--data", type=Path, help="domains export (has eval/) for the quick suite: the items of sft/03_eval.py")
+    ap.add_argument("--data", type=Path, help="domains datasets (has eval/) for the quick suite: the items of sft/03_eval.py")
     a = ap.parse_args(argv)
     names = [s for s in a.suites.split(",") if s]
     with input_errors(ValueError, FileNotFoundError, KeyError):
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
             heldout.select(cfg["heldout"])
         if "quick" in names:
             if a.data is None:
-                raise ConfigError("--suites quick reads the domains export's eval split: pass --data DIR (data/domains)")
+                raise ConfigError("--suites quick reads the domains datasets' eval split: pass --data DIR (data/domains)")
             from model import manifest
 
             manifest.verify(a.data, stage="data")

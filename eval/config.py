@@ -57,7 +57,7 @@ class HeldoutConfig:
 
 @dataclass
 class QuickConfig:
-    per_domain: int = 2  # tasks per domain from the domains export's eval split (--data), in export order
+    per_domain: int = 2  # tasks per domain from the domains datasets' eval split (--data), in their order
     splits: list = field(default_factory=lambda: ["train", "heldout"])  # which eval splits to run
     families: list | None = None  # only these families; null = every family
     max_tokens: int = 192  # tokens per assistant turn (greedy)

@@ -3,7 +3,7 @@
 The project's one evaluation protocol (domains/evaluate.py) on generated held-out tasks: n independent rollouts
 per task at temperature T (seeded), pass@k = the unbiased estimator of Chen et al. (2021) over the samples that
 were scored, pass_rate = passed / scored samples with its Wilson interval over tasks (target errors and verifier
-infra errors are counted, not scored). The items differ from the quick eval's (the domains export's eval split):
+infra errors are counted, not scored). The items differ from the quick eval's (the domains datasets' eval split):
 SEED_BASE seeds, `per_domain` each, held-out domains only.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import defaultdict
 import domains
 from domains import evaluate
 
-SEED_BASE = 6_000_000  # outside every domains export range (see regression_set.yaml)
+SEED_BASE = 6_000_000  # outside every domains datasets seed range (see regression_set.yaml)
 
 
 def select(cfg: dict) -> list[tuple]:

@@ -1,6 +1,6 @@
 """Run named suites (longctx, regression, heldout, quick) on one target and one sandbox pool; what the scripts share.
 
-quick: the quick eval of sft/03_eval.py and RL (the domains export's eval split under domains/evaluate.py, greedy),
+quick: the quick eval of sft/03_eval.py and RL (the domains datasets' eval split under domains/evaluate.py, greedy),
 so a checkpoint evaluated here and by its stage gets the same counts item for item."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def sandbox_pool(slots: int):
 
 
 def run(target, cfg: dict, names: list[str], tokenizer=None, data=None, log=print) -> dict:
-    """data: the domains export the quick suite reads."""
+    """data: the domains datasets the quick suite reads."""
     out: dict = {}
     slots = max((int(cfg[s]["sandbox_slots"]) for s in names if s in POOLED), default=0)
     with sandbox_pool(slots) if slots else _none() as pool:

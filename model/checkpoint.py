@@ -4,7 +4,7 @@ Layout of a training run directory (resumable, kept until the stage publishes it
     <run>/step_000040/          a complete step checkpoint (renamed from step_000040.tmp when done)
     <run>/latest                the name of the newest complete step (written after the rename)
 A stage output directory holds `mcore/` (model weights only, torch_dist, loadable at any TP/PP/EP),
-`hf/` (safetensors export) and manifest.json.
+`hf/` (safetensors, converted from mcore/ by model/to_hf.py) and manifest.json.
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@
 
     def main(argv=None) -> int:
         ap = cli.parser(__doc__, "rl", inp="parent checkpoint (checkpoints/sft)",
-                        data="domains export with rl/ and eval/ (data/domains)",
+                        data="domains datasets with rl/ and eval/ (data/domains)",
                         out="output checkpoint directory (checkpoints/rl)")
         ap.add_argument("--results", type=Path, default=Path("results/rl"), help="where metrics.jsonl and eval.json go")
         cli.recipe_args(ap, "rl", "train.steps=4 --set sched.mode=uniform")
@@ -21,7 +21,7 @@
             loaded = recipe.load_recipe("rl", a.recipe, a.overrides)  # a mistyped key fails before any input is read
             parent = manifest.verify(a.inp)
             if not (a.data / "rl").is_dir():
-                raise ConfigError(f"{a.data}: missing rl/; re-export with `python -m domains export`")
+                raise ConfigError(f"{a.data}: missing rl/; write it with `python -m domains datasets`")
         ...  # the work: an exception here is a bug or an infrastructure failure, and keeps its traceback
 
 A script states an input check's failure by raising ConfigError (or CheckpointError for an input directory), never by

@@ -2,7 +2,7 @@
 
 - `to_hf(full_state, cfg)`: a full (TP=PP=EP=1) Megatron state dict -> HF tensors. Checkpoints of any
   layout get here by loading the torch_dist checkpoint into a single-process model (Megatron
-  reshards on load), see model/export.py (`python -m model.export`).
+  reshards on load), see model/to_hf.py (`python -m model.to_hf`).
 - `load_hf_into(model, hf, cfg)`: fills THIS rank's shard of a Megatron model of any TP/PP/EP layout
   from full HF tensors (import of a real base, and the seeded init every layout shares).
 

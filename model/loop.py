@@ -76,7 +76,7 @@ def run(rc: RunConfig, *, stage: str, out: Path, tokenizer_dir: Path, parent: Pa
     model (seeded init or the parent's weights); it is skipped when resuming."""
     from model import parallel, train
     from model.build import build_model
-    from model.export import export_in_subprocess
+    from model.to_hf import convert_in_subprocess as export_in_subprocess
 
     mcfg, par, optim, tr = rc.model, rc.parallel, rc.optim, rc.train
     parallel.init(par, mcfg, seed=tr["seed"], seq_length=tr["seq_length"])

@@ -7,7 +7,7 @@
 Sources, in a fixed order so the same arguments give the same bytes:
 - the Python standard library's own source files (code, docstrings, comments: English + code);
 - seeded arithmetic and counting drills ("47 + 18 = 65"), so the base has some numeracy;
-- with --domains, the `corpus` split of a domains export (`python -m domains export --corpus-per-domain N`):
+- with --domains, the `corpus` split of the domains datasets (`python -m domains datasets --corpus-per-domain N`):
   oracle demonstrations of the *training* domains as plain transcripts, with seeds disjoint from SFT, RL and
   eval. This is mid-training: a base of ~16M parameters trained for minutes learns the domains' language and
   the copying their answers need only if it sees them; held-out domains are never in it.
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         ap.add_argument(flag, type=float if key in ("max_mb", "val_fraction") else int, default=None,
                         help=f"overrides the recipe's corpus.{key}")
     ap.add_argument("--domains", type=Path, default=None,
-                    help="domains export directory whose corpus/ split (plain-text demonstrations) is added "
+                    help="domains datasets directory whose corpus/ split (plain-text demonstrations) is added "
                          "unless the recipe's corpus.mid_training is false")
     a = ap.parse_args(argv)
     with cli.input_errors():
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
                 cfg[key] = getattr(a, key)
             setattr(a, key, cfg[key])
         if not cfg["mid_training"]:
-            a.domains = None  # the recipe's corpus is made without the export, even where one is given
+            a.domains = None  # the recipe's corpus is made without the domains datasets, even where given
         if not 0 < a.val_fraction < 0.5:
             raise ConfigError(f"--val-fraction={a.val_fraction} must be in (0, 0.5)")
     domain_docs: list[str] = []
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
         with cli.input_errors(prefix="--domains: "):
             manifest.verify(a.domains, stage="data")
         if not (a.domains / "corpus" / "dataset_info.json").exists():
-            cli.fail(f"{a.domains} has no corpus/ rows: export it with `python -m domains export "
+            cli.fail(f"{a.domains} has no corpus/ rows: write it with `python -m domains datasets "
                      "--corpus-per-domain N`")
     import datasets
 

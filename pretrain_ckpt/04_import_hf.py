@@ -6,7 +6,7 @@
 
 Each rank loads the safetensors and copies its own TP/PP/EP shard into a Megatron GPTModel
 (model/hf_mapping.py), then all ranks save one torch_dist checkpoint that later stages load at any
-layout. The output holds mcore/, hf/ (re-exported from the Megatron weights, so the mapping is
+layout. The output holds mcore/, hf/ (converted back from the Megatron weights, so the mapping is
 checked end to end), tokenizer/ and manifest.json.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch  # noqa: E402
 
 from model import checkpoint, cli, hf_io, manifest  # noqa: E402
 from model.config import ParallelConfig  # noqa: E402
-from model.export import export_in_subprocess  # noqa: E402
+from model.to_hf import convert_in_subprocess  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     shutil.copytree(a.inp, tmp / "tokenizer", ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "config.json",
                                                                             "generation_config.json", "manifest.json",
                                                                             "source.json"))
-    export_in_subprocess(tmp / "mcore", tmp / "model_config.json", tmp / "hf", tmp / "tokenizer", a.dtype)
+    convert_in_subprocess(tmp / "mcore", tmp / "model_config.json", tmp / "hf", tmp / "tokenizer", a.dtype)
     source = {"path": str(a.inp), "config_sha256": manifest.sha256_file(a.inp / "config.json")}
     if wheel_source:
         source |= {k: v for k, v in wheel_source.items() if k != "files"} | {"base": a.base}

@@ -6,7 +6,7 @@ Same run, same machine, same threads, same weights, same batch, same dtype:
 - megatron: the tiny MoE base config as a Megatron-Core GPTModel (local spec, single process, gloo, CPU
   compatibility layer), Megatron DDP + Megatron's optimizer (torch AdamW, switched to its fused CPU kernel by
   model.train.fuse_cpu_adam, as in every training stage) + grad clip 1.0 through model.train.train_step;
-- baseline: the same weights exported with model.hf_mapping.to_hf + model.hf_io.save_hf, loaded as
+- baseline: the same weights converted with model.hf_mapping.to_hf + model.hf_io.save_hf, loaded as
   transformers Qwen3MoeForCausalLM, trained by a plain loop (forward with labels + router aux loss,
   backward, clip_grad_norm_ 1.0, torch.optim.AdamW with its defaults: the single-tensor loop on CPU).
   A few extra baseline steps with AdamW(fused=True) are timed too and reported beside (--fused-cost).
@@ -133,7 +133,7 @@ def batch_tokens(batch: int, step: int, vocab: int) -> torch.Tensor:
 class MegatronSide:
     """Megatron-Core GPTModel + DDP + Megatron optimizer, stepped by model.train.train_step."""
 
-    def __init__(self, args, export: Path):
+    def __init__(self, args, hf_dir: Path):
         from model import checkpoint, hf_io, hf_mapping, parallel, train
         from model.build import build_model
         from model.config import ParallelConfig
@@ -145,8 +145,8 @@ class MegatronSide:
         torch.set_num_threads(args.threads)
         m = build_model(self.cfg, par, dtype=dtype)
         hf_mapping.load_hf_into(m, hf_mapping.init_hf_state(self.cfg, 3), self.cfg)
-        # the baseline's weights: exported from this very model
-        hf_io.save_hf(export, hf_mapping.to_hf(checkpoint.full_state_dict(m), self.cfg), self.cfg, None)
+        # the baseline's weights: converted from this very model
+        hf_io.save_hf(hf_dir, hf_mapping.to_hf(checkpoint.full_state_dict(m), self.cfg), self.cfg, None)
         self.ddp, self.opt, self.sch = train.setup(
             m, train.OptimConfig(lr=1e-4, min_lr=1e-4, warmup_steps=0, decay_style="constant", weight_decay=0.1,
                                  clip_grad=1.0), 10_000, args.batch)
@@ -172,13 +172,13 @@ class MegatronSide:
 class HFSide:
     """transformers Qwen3MoeForCausalLM + torch.optim.AdamW, a plain loop (no CPU compatibility mode)."""
 
-    def __init__(self, args, export: Path):
+    def __init__(self, args, hf_dir: Path):
         from transformers import AutoModelForCausalLM
 
         self.args, self.cfg = args, base_config()
         self.bf16 = args.dtype == "bf16"
         with _without_cpu_compat_mode():
-            self.model = AutoModelForCausalLM.from_pretrained(str(export), dtype=torch.float32)
+            self.model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32)
         assert type(self.model).__name__ == "Qwen3MoeForCausalLM", type(self.model).__name__
         self.model.config.output_router_logits = True  # include the router load-balancing loss, as Megatron does
         self.model.train()
@@ -303,9 +303,9 @@ def main() -> None:
     other_peak = matmul_peak(torch.bfloat16 if other == "bf16" else torch.float32, args.threads,
                              n=PEAK_N if other == "fp32" or cpu_has_bf16() else 512, reps=3 if other == "bf16" else 10)
     with tempfile.TemporaryDirectory() as d:
-        export = Path(d) / "hf"
-        meg = MegatronSide(args, export)  # builds, loads the seeded weights, exports the baseline's HF dir
-        hf = HFSide(args, export)
+        hf_dir = Path(d) / "hf"
+        meg = MegatronSide(args, hf_dir)  # builds, loads the seeded weights, writes the baseline's HF dir
+        hf = HFSide(args, hf_dir)
     sides = {"megatron": meg, "hf": hf}
     losses = {k: [] for k in sides}
     times = {k: [] for k in sides}

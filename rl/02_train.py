@@ -92,7 +92,7 @@ def main(argv=None) -> int:
             raise manifest.CheckpointError(f"{a.data}: no domains export manifest; run `make data`")
         data_m = manifest.verify(a.data, stage="data")
         if not (a.data / "rl").is_dir() or not (a.data / "eval").is_dir():
-            raise manifest.CheckpointError(f"{a.data}: missing rl/ or eval/; re-export with `python -m domains export`")
+            raise manifest.CheckpointError(f"{a.data}: missing rl/ or eval/; rerun `python -m domains datasets`")
         rc = loop.resolve("rl", a.recipe, a.overrides, model_dict=parent["model_config"], loaded=loaded)
         cfg = RLConfig.from_dict(rc.cfg)
         ws = int(os.environ.get("WORLD_SIZE", "1"))

@@ -73,7 +73,7 @@ def summarize(run_dir: Path, ckpt: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = cli.parser(__doc__, inp="parent checkpoint (checkpoints/sft)", data="domains export (data/domains)",
+    ap = cli.parser(__doc__, inp="parent checkpoint (checkpoints/sft)", data="domains datasets (data/domains)",
                     out="results JSON (results/rl/experiments/<name>.json)")
     ap.add_argument("experiment", choices=["domain_scaling", "scheduler"], help="which experiment")
     ap.add_argument("--work", type=Path, default=None,

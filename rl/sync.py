@@ -1,8 +1,8 @@
 """Weight sync Megatron -> vLLM, in place: the policy's weights as an HF safetensors directory, then reload.
 
 One process (TP=PP=EP=1): the full state dict goes through model/hf_mapping.to_hf straight into safetensors.
-Several processes: the shards are saved as a torch_dist checkpoint and exported in a fresh single process
-(model/export.py; Megatron reshards on load), exactly as a stage publishes hf/. The directory lives in
+Several processes: the shards are saved as a torch_dist checkpoint and converted in a fresh single process
+(model/to_hf.py; Megatron reshards on load), exactly as a stage publishes hf/. The directory lives in
 /dev/shm when it exists (tmpfs: no disk round trip). The engine reloads it without restarting
 (model/vllm_engine.Engine.reload_weights, which also fixes vLLM-CPU's MoE prepack on reload).
 """
@@ -42,7 +42,7 @@ def write_hf(ddp, mcfg, out_dir: Path, tokenizer_dir: Path, dtype: str = "float3
     else:
         import json
 
-        from model.export import export_in_subprocess
+        from model.to_hf import convert_in_subprocess
 
         stage = out_dir.with_name(out_dir.name + ".mcore")
         if parallel.is_rank0() and stage.exists():
@@ -52,7 +52,7 @@ def write_hf(ddp, mcfg, out_dir: Path, tokenizer_dir: Path, dtype: str = "float3
             (stage / "model_config.json").write_text(json.dumps(mcfg.to_dict()))
             if out_dir.exists():
                 shutil.rmtree(out_dir)
-            export_in_subprocess(stage, stage / "model_config.json", out_dir, tokenizer_dir, dtype)
+            convert_in_subprocess(stage, stage / "model_config.json", out_dir, tokenizer_dir, dtype)
             shutil.rmtree(stage)
         torch.distributed.barrier()
     return sum(p.stat().st_size for p in out_dir.glob("*.safetensors")) if parallel.is_rank0() else 0

@@ -12,7 +12,7 @@ tokenizer + chat template, README.md model card), <out>/serving.json (vLLM argum
 serving/03_serve.py) and manifest.json (stage "export", parent = --in) last. The card lists every
 results file under --results whose `measured.manifest_sha256` is --in's manifest hash, and the
 provenance chain walked through the manifests' parents. An input without hf/ is converted from
-mcore/ + model_config.json (model/export.py).
+mcore/ + model_config.json (model/to_hf.py).
 """
 from __future__ import annotations
 
@@ -61,10 +61,10 @@ def build_hf(inp: Path, hf: Path, dtype: str) -> None:
         conf["torch_dtype"] = dtype
         (hf / "config.json").write_text(json.dumps(conf, indent=2, sort_keys=True) + "\n")
     elif (inp / "mcore").is_dir() and (inp / "model_config.json").is_file():
-        from model.export import export_in_subprocess
+        from model.to_hf import convert_in_subprocess
 
-        export_in_subprocess(inp / "mcore", inp / "model_config.json", hf,
-                             inp / "tokenizer" if (inp / "tokenizer").is_dir() else None, dtype)
+        convert_in_subprocess(inp / "mcore", inp / "model_config.json", hf,
+                              inp / "tokenizer" if (inp / "tokenizer").is_dir() else None, dtype)
     else:
         raise FileNotFoundError(f"{inp} has neither hf/ (config.json + *.safetensors) nor mcore/ + model_config.json: "
                                 "pass a stage checkpoint directory")

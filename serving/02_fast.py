@@ -78,7 +78,8 @@ def run(cmd: list[str]) -> str:
 def main(argv=None) -> int:
     ap = cli.parser(__doc__, "serving", inp="target checkpoint (sft, rl or export) with hf/",
                     out="fast variant directory to create")
-    ap.add_argument("--data", type=Path, default=None, help="domains export (prompts for the draft; needed for method=draft)")
+    ap.add_argument("--data", type=Path, default=None,
+                    help="domains datasets (prompts for the draft; needed for method=draft)")
     cli.recipe_args(ap, "serving", set_help="recipe override")
     ap.add_argument("--results", type=Path, default=Path("results"), help="folder searched for the target's results files")
     ap.add_argument("--nproc", type=int, default=1, help="processes for the draft's training (torchrun when > 1)")
@@ -95,7 +96,7 @@ def main(argv=None) -> int:
         choice = validate(cfg)
         if choice["method"] == "draft":
             if a.data is None:
-                raise ConfigError("speculative.method=draft needs --data <domains export> for the distillation prompts")
+                raise ConfigError("speculative.method=draft needs --data <domains datasets> (the distillation prompts)")
             manifest.verify(a.data, stage="data")
         if a.nproc < 1:
             raise ConfigError(f"--nproc {a.nproc} must be >= 1")

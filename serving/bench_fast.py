@@ -63,7 +63,7 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> dict:
 
 def main(argv=None) -> int:
     ap = cli.parser(__doc__, fast="fast variant directory (serving/02_fast.py)",
-                    data="domains export (eval split: prompts and pass rate)", out="results JSON path")
+                    data="domains datasets (eval split: prompts and pass rate)", out="results JSON path")
     ap.add_argument("--standard", type=Path, default=None, help="standard variant (default: the fast variant's parent)")
     ap.add_argument("--batches", default="1,8,64", help="comma-separated batch sizes")
     ap.add_argument("--max-tokens", type=int, default=64, help="generated tokens per sequence (ignore_eos)")

@@ -9,7 +9,7 @@
 
 serving/02_fast.py runs both (each in its own process: vLLM changes the process it runs in). The draft
 shares the target's tokenizer and vocabulary, so vLLM can verify its proposals token for token. Its
-training data is what the target itself says at temperature 0 on prompts of the domains export's
+training data is what the target itself says at temperature 0 on prompts of the domains datasets'
 `rl` split (never the eval split), so acceptance measures how well it imitates the target, and
 speculative decoding keeps the target's greedy output exactly (the target verifies every token).
 """
@@ -31,14 +31,14 @@ from model.config import ConfigError  # noqa: E402
 
 
 def domain_prompts(data_dir: Path, n: int, seed: int, split: str = "rl") -> list[str]:
-    """n chat-rendered first-turn prompts of the domains export's `split`, a seeded sample."""
+    """n chat-rendered first-turn prompts of the domains datasets' `split`, a seeded sample."""
     import datasets
 
     from domains import chat
 
     rows = datasets.load_from_disk(str(Path(data_dir) / split))
     if len(rows) == 0:
-        raise ConfigError(f"{data_dir}/{split} is empty: export more domain tasks")
+        raise ConfigError(f"{data_dir}/{split} is empty: write more domain tasks (python -m domains datasets)")
     idx = list(range(len(rows)))
     random.Random(seed).shuffle(idx)
     idx = (idx * (n // len(idx) + 1))[:n]
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     ap = cli.parser(__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="target's greedy completions on domain prompts -> HF dataset")
-    cli.path_args(g, target="target checkpoint directory (hf/)", data="domains export directory (rl/ split)",
+    cli.path_args(g, target="target checkpoint directory (hf/)", data="domains datasets directory (rl/ split)",
                   out="dataset directory to write")
     g.add_argument("--num-prompts", type=int, default=256, help="prompts to answer")
     g.add_argument("--max-tokens", type=int, default=128, help="completion tokens per prompt")

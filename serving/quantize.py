@@ -111,7 +111,7 @@ def quantize_hf_dir(src: Path, dst: Path, scheme: str = "w8a8_int8", experts: bo
             else:
                 out[name] = t.contiguous()
     if n_q == 0:
-        raise ValueError(f"{src}: no linear weights matched {DENSE.pattern}; is it a Llama / Qwen3-MoE HF export?")
+        raise ValueError(f"{src}: no linear weights matched {DENSE.pattern}; is it a Llama / Qwen3-MoE HF checkpoint?")
     bytes_out = sum(t.numel() * t.element_size() for t in out.values())
     save_file(out, str(dst / "model.safetensors"), metadata={"format": "pt"})
     conf["quantization_config"] = quantization_config(scheme, experts)

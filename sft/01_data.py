@@ -3,8 +3,8 @@
     python -m sft.01_data --in data/domains --base checkpoints/base --out data/sft --recipe tiny_cpu
 
 The recipe's `data:` block sets the mixture (weight per family), the number of demonstrations,
-the maximum conversation length and the pack length. Reads the `sft` split of a domains export
-(`python -m domains export`) and the base's tokenizer; writes DIR/{train,validation} (HF datasets
+the maximum conversation length and the pack length. Reads the `sft` split of the domains datasets
+(`python -m domains datasets`) and the base's tokenizer; writes DIR/{train,validation} (HF datasets
 of packs: input_ids, labels, loss_mask, doc_ids), DIR/stats.json (tokens per family, packing
 efficiency) and DIR/manifest.json last.
 """
@@ -23,7 +23,7 @@ from model.config import ConfigError  # noqa: E402
 from sft.packing import pack, to_example, tokenize_conversation  # noqa: E402
 
 def main(argv=None) -> int:
-    ap = cli.parser(__doc__, "sft", ["data"], inp="domains export directory (has sft/)",
+    ap = cli.parser(__doc__, "sft", ["data"], inp="domains datasets directory (has sft/)",
                     base="base checkpoint (its tokenizer/ is used)", out="output dataset directory")
     cli.recipe_args(ap, "sft", "data.num_demos=500")
     a = ap.parse_args(argv)

@@ -4,7 +4,7 @@
     python -m sft.03_eval --in checkpoints/base --data data/domains --out results/base/eval.json
 
 The project's one evaluation protocol (domains/evaluate.py) on an in-process vLLM engine, greedy: the first
---per-domain tasks of each domain in the export's eval split, multi-turn rollouts, each domain's verifier (code
+--per-domain tasks of each domain in the datasets' eval split, multi-turn rollouts, each domain's verifier (code
 and terminal tasks in the sandbox pool); pass rate (Wilson ci95), mean turns, retried tool calls per family and
 split. Target and infra errors (verifier crashes, tools that still fail after their retries) are counted and
 left out of the pass rates, never scored as fails. RL's periodic eval is the same function on the same items.
@@ -21,7 +21,7 @@ from model import cli, manifest, results  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = cli.parser(__doc__, inp="checkpoint directory with hf/", data="domains export directory (has eval/)",
+    ap = cli.parser(__doc__, inp="checkpoint directory with hf/", data="domains datasets directory (has eval/)",
                     out="results JSON path")
     ap.add_argument("--per-domain", type=int, default=2, help="eval tasks per domain")
     ap.add_argument("--max-tokens", type=int, default=192, help="tokens per assistant turn")

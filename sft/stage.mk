@@ -1,6 +1,6 @@
 # SFT: packed demonstrations -> Megatron-Core fine-tuning -> quick eval through vLLM (included by the Makefile).
 
-sft-data: $(DATA)/sft/manifest.json ## packed, loss-masked SFT conversations from the domains export
+sft-data: $(DATA)/sft/manifest.json ## packed, loss-masked SFT conversations from the domains datasets
 $(DATA)/sft/manifest.json: $(DATA)/domains/manifest.json $(CKPT)/base/manifest.json
 	$(PY) -m sft.01_data --in $(DATA)/domains --base $(CKPT)/base --out $(DATA)/sft --recipe $(RECIPE)
 

@@ -1,5 +1,5 @@
 """Session fixtures that several stages' tests share (registered by the root conftest.py): a micro base with a
-math-only domains export, a domains export of a few memorised eval tasks, and a target that passes them.
+math-only domains datasets, domains datasets of a few memorised eval tasks, and a target that passes them.
 
 Built once per pytest session (CI runs one), so serving's tests and the cross-stage protocol test share them.
 A micro model does not generalise to unseen tasks in seconds, but it memorises these, so the tests that compare
@@ -27,7 +27,7 @@ def run(args: list[str], **kw) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="session")
 def micro_math_chain(tmp_path_factory) -> Path:
-    """corpus -> tokenizer -> a 2-step micro base (the target) + a math-only domains export."""
+    """corpus -> tokenizer -> a 2-step micro base (the target) + math-only domains datasets."""
     d = tmp_path_factory.mktemp("serving_chain")
     steps = [
         ["-m", "pretrain_ckpt.01_corpus", "--out", str(d / "corpus"), "--max-mb", "0.3", "--drill-docs", "50"],
@@ -35,7 +35,7 @@ def micro_math_chain(tmp_path_factory) -> Path:
         ["-m", "pretrain_ckpt.03_pretrain", "--corpus", str(d / "corpus"), "--tokenizer", str(d / "tok"), "--out",
          str(d / "base"), "--recipe", "micro_cpu", "--set", "model.vocab_size=1024", "--set", "train.steps=2",
          "--set", "optim.warmup_steps=1", "--set", "train.save_every=100"],
-        ["-m", "domains", "export", "--out", str(d / "domains"), "--sft-per-domain", "1", "--rl-per-domain", "2",
+        ["-m", "domains", "datasets", "--out", str(d / "domains"), "--sft-per-domain", "1", "--rl-per-domain", "2",
          "--eval-per-domain", "1", "--max-difficulty", "0", "--families", "math"],
     ]
     for s in steps:
@@ -49,8 +49,8 @@ MEMORISED_TASKS = 12  # eval tasks the target learns by heart (answers like "Ans
 
 @pytest.fixture(scope="session")
 def memorised(micro_math_chain, tmp_path_factory) -> Path:
-    """A domains export whose eval split is the first MEMORISED_TASKS eval tasks of chain/domains and whose sft split
-    is their oracle demonstrations (each verified by its own verifier, as `domains export` does); rl/ is copied (the
+    """Domains datasets whose eval split is the first MEMORISED_TASKS eval tasks of chain/domains and whose sft split
+    is their oracle demonstrations (each verified by its own verifier, as `domains datasets` does); rl/ is copied (the
     draft's distillation prompts). A micro model does not generalise to unseen tasks in seconds, but it memorises
     these, so the serving tests get a target whose pass rates are not 0 on both sides (an untrained target makes
     any pass-rate comparison vacuous: 0 vs 0)."""

@@ -5,7 +5,7 @@
     python _run_layout.py save    --moe --tp 2 --sp --ckpt DIR --out eval.json   (2 train steps, save, eval)
     python _run_layout.py load    --moe --ckpt DIR --out eval.json               (load, eval)
     python _run_layout.py import  --hf HF_DIR --tp 2 [--sp] --ckpt DIR           (HF -> shard -> torch_dist)
-    python _run_layout.py export  --hf HF_DIR --ckpt DIR --hf-out OUT --direct-out OUT2
+    python _run_layout.py to_hf   --hf HF_DIR --ckpt DIR --hf-out OUT --direct-out OUT2
     python _run_layout.py forward --hf HF_DIR --tokens tokens.json --out logprobs.json   (.pt: torch.save, for big vocabs)
 
 Every job starts from the same seeded HF-layout weights (model.hf_mapping.init_hf_state), so every
@@ -113,7 +113,7 @@ def cmd_import(args) -> None:
     checkpoint.save_model_only(m, Path(args.ckpt))
 
 
-def cmd_export(args) -> None:
+def cmd_to_hf(args) -> None:
     """Single process: HF -> TP1 model -> HF (direct), and torch_dist checkpoint -> TP1 model -> HF."""
     hf, cfg = hf_io.load_hf(Path(args.hf))
     par = ParallelConfig(micro_batch_size=1, global_batch_size=1)
@@ -148,7 +148,7 @@ def cmd_forward(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["train", "save", "load", "import", "export", "forward"])
+    ap.add_argument("cmd", choices=["train", "save", "load", "import", "to_hf", "forward"])
     ap.add_argument("--moe", action="store_true")
     ap.add_argument("--tp", type=int, default=1)
     ap.add_argument("--pp", type=int, default=1)

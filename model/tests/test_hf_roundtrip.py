@@ -1,5 +1,5 @@
 """HF -> Megatron -> HF gives bit-identical tensors, directly at TP=1 and via a torch_dist checkpoint
-saved at TP=2 and exported at TP=1 (dense and MoE)."""
+saved at TP=2 and converted back at TP=1 (dense and MoE)."""
 from __future__ import annotations
 
 import pytest
@@ -18,7 +18,7 @@ def roundtrip(request, tmp_path_factory):
     ckpt = root / "mcore_tp2"
     run_helper("_run_layout.py", ["import", "--hf", str(hf_dir), "--tp", "2", *(["--sp"] if moe else []),
                                   "--ckpt", str(ckpt)], nproc=2)
-    run_helper("_run_layout.py", ["export", "--hf", str(hf_dir), "--ckpt", str(ckpt),
+    run_helper("_run_layout.py", ["to_hf", "--hf", str(hf_dir), "--ckpt", str(ckpt),
                                   "--direct-out", str(root / "direct"), "--hf-out", str(root / "via_ckpt")])
     return load_file(str(hf_dir / "model.safetensors")), root
 

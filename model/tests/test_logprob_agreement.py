@@ -1,4 +1,4 @@
-"""Megatron forward, transformers forward on the HF export and vLLM prompt logprobs agree (float32)."""
+"""Megatron forward, transformers forward on the HF directory and vLLM prompt logprobs agree (float32)."""
 from __future__ import annotations
 
 import json

@@ -48,7 +48,7 @@ def refusal(fn) -> str:
     ("rl", "rollout", "temprature", "temperature"),
     ("pretrain_ckpt", "train", "stpes", "steps"),
     ("pretrain_ckpt", "corpus", "max_mbs", "max_mb"),
-    ("domains", "export", "sft_per_domian", "sft_per_domain"),
+    ("domains", "datasets", "sft_per_domian", "sft_per_domain"),
 ])
 def test_typo_in_a_recipe_file_is_refused(tmp_path, stage, section, key, hint):
     p = bad_recipe(tmp_path, stage, "micro_cpu", section, key, 1)
@@ -189,8 +189,8 @@ def test_corpus_and_tokenizer_refuse_a_mistyped_set_before_anything_is_written(t
     for args in (["-m", "pretrain_ckpt.01_corpus", "--out", str(tmp_path / "c"), "--set", "corpus.drill_doc=3"],
                  ["-m", "pretrain_ckpt.02_tokenizer", "--in", str(tmp_path / "c"), "--out", str(tmp_path / "t"),
                   "--set", "tokenizer.max_char=3"],
-                 ["-m", "domains", "export", "--out", str(tmp_path / "d"), "--recipe", "micro_cpu",
-                  "--set", "export.rl_per_domian=3"]):
+                 ["-m", "domains", "datasets", "--out", str(tmp_path / "d"), "--recipe", "micro_cpu",
+                  "--set", "datasets.rl_per_domian=3"]):
         r = run(args)
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1 and "is not a key of" in lines[0] and "did you mean" in lines[0], \
@@ -203,7 +203,7 @@ def test_the_corpus_sizes_are_the_recipes_and_a_flag_overrides_them(tmp_path):
     exist); --max-mb overrides the recipe's corpus.max_mb."""
     out = tmp_path / "c"
     r = run(["-m", "pretrain_ckpt.01_corpus", "--out", str(out), "--recipe", "micro_cpu", "--max-mb", "0.05",
-             "--domains", str(tmp_path / "no_export")])
+             "--domains", str(tmp_path / "no_datasets")])
     assert r.returncode == 0, r.stderr[-2000:]
     m = json.loads((out / "manifest.json").read_text())
     assert m["config"]["corpus"] == {"max_mb": 0.05, "drill_docs": 300, "val_fraction": 0.02, "seed": 1234,

@@ -103,31 +103,32 @@ def test_unknown_recipe_names_the_choices(inputs, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def domains_export(tmp_path_factory):
+def domains_datasets(tmp_path_factory):
     d = tmp_path_factory.mktemp("dom")
-    r = _run(["-m", "domains", "export", "--out", str(d / "with"), "--families", "math", "--sft-per-domain", "0",
+    r = _run(["-m", "domains", "datasets", "--out", str(d / "with"), "--families", "math", "--sft-per-domain", "0",
               "--rl-per-domain", "0", "--eval-per-domain", "0", "--corpus-per-domain", "2", "--max-difficulty", "0"])
     assert r.returncode == 0, r.stderr
-    r = _run(["-m", "domains", "export", "--out", str(d / "without"), "--families", "math", "--sft-per-domain", "0",
+    r = _run(["-m", "domains", "datasets", "--out", str(d / "without"), "--families", "math", "--sft-per-domain", "0",
               "--rl-per-domain", "0", "--eval-per-domain", "1", "--max-difficulty", "0"])
     assert r.returncode == 0, r.stderr
     return d
 
 
-def test_corpus_adds_the_domains_mid_training_text_and_names_its_parent(domains_export, tmp_path):
+def test_corpus_adds_the_domains_mid_training_text_and_names_its_parent(domains_datasets, tmp_path):
     from datasets import concatenate_datasets, load_from_disk
     r = _run(["-m", "pretrain_ckpt.01_corpus", "--out", str(tmp_path / "c"), "--max-mb", "0.05", "--drill-docs", "5",
-              "--domains", str(domains_export / "with")])
+              "--domains", str(domains_datasets / "with")])
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "c" / "manifest.json").read_text())
-    want = list(load_from_disk(str(domains_export / "with" / "corpus"))["text"])
+    want = list(load_from_disk(str(domains_datasets / "with" / "corpus"))["text"])
     assert m["metrics"]["domain_documents"] == len(want) > 0
-    assert m["parent"]["path"] == str(domains_export / "with")
+    assert m["parent"]["path"] == str(domains_datasets / "with")
     got = concatenate_datasets([load_from_disk(str(tmp_path / "c" / s)) for s in ("train", "validation")])["text"]
     assert set(want) <= set(got)
 
 
-def test_corpus_refuses_an_export_without_corpus_rows(domains_export, tmp_path):
-    r = _run(["-m", "pretrain_ckpt.01_corpus", "--out", str(tmp_path / "c"), "--domains", str(domains_export / "without")])
+def test_corpus_refuses_datasets_without_corpus_rows(domains_datasets, tmp_path):
+    r = _run(["-m", "pretrain_ckpt.01_corpus", "--out", str(tmp_path / "c"),
+              "--domains", str(domains_datasets / "without")])
     assert r.returncode == 2 and "--corpus-per-domain" in r.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "c").exists()

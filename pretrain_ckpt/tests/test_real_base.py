@@ -105,10 +105,10 @@ def test_vllm_matches_megatron_and_transformers_on_real_weights(real_hf, logprob
         assert dm <= TOL_LOGPROB and dh <= TOL_LOGPROB, f"vLLM differs: {dm:.3g} vs Megatron, {dh:.3g} vs transformers"
 
 
-@pytest.mark.slow  # a TP=3 import (torchrun) and an export of 134.5M parameters
+@pytest.mark.slow  # a TP=3 import (torchrun) and a conversion back to HF of 134.5M parameters
 def test_hf_to_megatron_tp3_to_hf_is_bit_identical(real_hf, tmp_path):
     run_helper("_run_layout.py", ["import", "--hf", str(real_hf), "--tp", "3", "--ckpt", str(tmp_path / "tp3")], nproc=3)
-    run_helper("_run_layout.py", ["export", "--hf", str(real_hf), "--ckpt", str(tmp_path / "tp3"),
+    run_helper("_run_layout.py", ["to_hf", "--hf", str(real_hf), "--ckpt", str(tmp_path / "tp3"),
                                   "--direct-out", str(tmp_path / "direct"), "--hf-out", str(tmp_path / "via_tp3")])
     ref = load_file(str(real_hf / "model.safetensors"))
     for got_dir in ("direct", "via_tp3"):

@@ -1,4 +1,4 @@
-"""Fixtures for RL tests: a micro policy checkpoint (2-layer MoE, 2 pretraining steps) and a toy domains export.
+"""Fixtures for RL tests: a micro policy checkpoint (2-layer MoE, 2 pretraining steps) and toy domains datasets.
 
 The toy plug-in domains (rl/tests/toy_domains.py) give an untrained policy rewards with variance, plus
 verifiers that raise or hang; DOMAINS_PLUGINS makes every subprocess see them.
@@ -47,7 +47,7 @@ def chain(tok_dir, tmp_path_factory) -> Path:
              str(t / "tok"), "--out", str(d / "policy"), "--recipe", "micro_cpu", "--set", "model.vocab_size=1024",
              "--set", "train.steps=2", "--set", "train.save_every=100", "--set", "optim.warmup_steps=1"])
     assert r.returncode == 0, r.stderr[-3000:]
-    r = run([sys.executable, "-m", "domains", "export", "--out", str(d / "domains"), "--families", "toy",
+    r = run([sys.executable, "-m", "domains", "datasets", "--out", str(d / "domains"), "--families", "toy",
              "--sft-per-domain", "0", "--rl-per-domain", "8", "--eval-per-domain", "2", "--max-difficulty", "0"])
     assert r.returncode == 0, r.stderr[-3000:]
     return d

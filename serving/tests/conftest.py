@@ -1,4 +1,4 @@
-"""Fixtures for serving tests: the shared micro chain, memorised export and target (tests/trained_fixtures.py), and
+"""Fixtures for serving tests: the shared micro chain, memorised datasets and target (tests/trained_fixtures.py), and
 the fast variant built from that target by serving/02_fast.py."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.trained_fixtures import MEMORISED_TASKS, ROOT, run  # noqa: F401 - re
 
 @pytest.fixture(scope="session")
 def chain(micro_math_chain) -> Path:
-    """corpus -> tokenizer -> a 2-step micro base (the target's parent) + a math-only domains export."""
+    """corpus -> tokenizer -> a 2-step micro base (the target's parent) + math-only domains datasets."""
     return micro_math_chain
 
 

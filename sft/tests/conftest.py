@@ -31,13 +31,13 @@ def tokenizer_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def micro_chain(tokenizer_dir, tmp_path_factory) -> Path:
-    """A micro base (2-layer MoE) + domains export (math, agent) + packed SFT data."""
+    """A micro base (2-layer MoE) + domains datasets (math, agent) + packed SFT data."""
     d = tmp_path_factory.mktemp("sft_chain")
     r = run([sys.executable, "-m", "pretrain_ckpt.03_pretrain", "--corpus", str(tokenizer_dir / "corpus"), "--tokenizer",
              str(tokenizer_dir / "tok"), "--out", str(d / "base"), "--recipe", "micro_cpu",
              "--set", "model.vocab_size=1024", "--set", "train.steps=4", "--set", "train.save_every=100"])
     assert r.returncode == 0, r.stderr[-3000:]
-    r = run([sys.executable, "-m", "domains", "export", "--out", str(d / "domains"), "--sft-per-domain", "3",
+    r = run([sys.executable, "-m", "domains", "datasets", "--out", str(d / "domains"), "--sft-per-domain", "3",
              "--rl-per-domain", "1", "--eval-per-domain", "1", "--max-difficulty", "0", "--families", "math,agent"])
     assert r.returncode == 0, r.stderr[-3000:]
     r = run([sys.executable, "-m", "sft.01_data", "--in", str(d / "domains"), "--base", str(d / "base"), "--out",

@@ -1,6 +1,6 @@
-"""Export a Megatron dist checkpoint (saved at any TP/PP/EP) to an HF directory, in one process.
+"""Convert a Megatron dist checkpoint (saved at any TP/PP/EP) to an HF directory, in one process.
 
-    python -m model.export --mcore checkpoints/sft/mcore --model-config checkpoints/sft/manifest.json \
+    python -m model.to_hf --mcore checkpoints/sft/mcore --model-config checkpoints/sft/manifest.json \
         --tokenizer checkpoints/tokenizer --out /tmp/hf
 
 Megatron reshards the torch_dist checkpoint into a TP=PP=EP=1 model on load; the HF mapping
@@ -13,15 +13,15 @@ import sys
 from pathlib import Path
 
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
-    sys.exit("error: run it from the repository root as a module: python -m model.export ...")
+    sys.exit("error: run it from the repository root as a module: python -m model.to_hf ...")
 
 import torch  # noqa: E402
 
 from model import cli  # noqa: E402
 
 
-def export(mcore_dir: Path, model_config: dict, out_dir: Path, tokenizer_dir: Path | None,
-           dtype: torch.dtype = torch.float32) -> None:
+def convert(mcore_dir: Path, model_config: dict, out_dir: Path, tokenizer_dir: Path | None,
+            dtype: torch.dtype = torch.float32) -> None:
     from model import checkpoint, hf_io, hf_mapping, parallel
     from model.build import build_model
     from model.config import ModelConfig, ParallelConfig
@@ -39,16 +39,16 @@ _DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", 
               "ROLE_RANK", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID")
 
 
-def export_in_subprocess(mcore_dir: Path, model_config_json: Path, out_dir: Path, tokenizer_dir: Path | None,
-                         dtype: str = "float32") -> None:
-    """Run the export as a fresh single process (a stage's own process groups are torchrun's)."""
+def convert_in_subprocess(mcore_dir: Path, model_config_json: Path, out_dir: Path, tokenizer_dir: Path | None,
+                          dtype: str = "float32") -> None:
+    """Run the conversion as a fresh single process (a stage's own process groups are torchrun's)."""
     import os
     import subprocess
 
     # TORCHELASTIC_USE_AGENT_STORE in particular makes a fresh process wait for torchrun's store forever
     env = {k: v for k, v in os.environ.items() if k not in _DIST_VARS and not k.startswith("TORCHELASTIC_")}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, "-m", "model.export", "--mcore", str(mcore_dir), "--model-config", str(model_config_json),
+    cmd = [sys.executable, "-m", "model.to_hf", "--mcore", str(mcore_dir), "--model-config", str(model_config_json),
            "--out", str(out_dir), "--dtype", dtype] + (["--tokenizer", str(tokenizer_dir)] if tokenizer_dir else [])
     subprocess.run(cmd, check=True, env=env)
 
@@ -57,12 +57,12 @@ def main(argv=None) -> int:
     ap = cli.parser(__doc__, mcore="torch_dist checkpoint directory (a stage's mcore/)",
                     model_config="JSON with the model config, or a manifest.json holding it under model_config",
                     out="HF output directory")
-    ap.add_argument("--tokenizer", type=Path, default=None, help="tokenizer directory to copy into the export")
+    ap.add_argument("--tokenizer", type=Path, default=None, help="tokenizer directory to copy into the HF directory")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="dtype of the safetensors")
     a = ap.parse_args(argv)
     with cli.input_errors(FileNotFoundError, ValueError, RuntimeError):
         d = json.loads(a.model_config.read_text())
-        export(a.mcore, d.get("model_config", d), a.out, a.tokenizer, getattr(torch, a.dtype))
+        convert(a.mcore, d.get("model_config", d), a.out, a.tokenizer, getattr(torch, a.dtype))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Export layout/manifest/seed disjointness, and the CLI's outputs and exit codes."""
+"""Datasets layout/manifest/seed disjointness, and the CLI's outputs and exit codes."""
 import hashlib
 import json
 
@@ -6,22 +6,22 @@ import pytest
 
 from domains import registry
 from domains.cli import main
-from domains.export import export, seeds_for
+from domains.datasets import seeds_for, write_datasets
 from domains.tests.conftest import every_oracle, run_cli_check
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def written(tmp_path_factory):
     out = tmp_path_factory.mktemp("x") / "data"
     ds = [d for d in registry().values() if d.family in ("math", "agent")]
-    m = export(str(out), ds, sft_per_domain=2, rl_per_domain=2, eval_per_domain=1, seed=3, max_difficulty=0,
-               corpus_per_domain=1)
+    m = write_datasets(str(out), ds, sft_per_domain=2, rl_per_domain=2, eval_per_domain=1, seed=3, max_difficulty=0,
+                       corpus_per_domain=1)
     return out, m, ds
 
 
-def test_export_writes_four_datasets_and_manifest(exported):
+def test_write_datasets_writes_four_datasets_and_manifest(written):
     from datasets import load_from_disk
-    out, m, ds = exported
+    out, m, ds = written
     sft = load_from_disk(str(out / "sft"))
     assert set(sft.column_names) == {"domain", "family", "split", "difficulty", "seed", "messages"}
     assert set(load_from_disk(str(out / "rl")).column_names) >= {"task", "prompt"}
@@ -31,11 +31,11 @@ def test_export_writes_four_datasets_and_manifest(exported):
     assert set(load_from_disk(str(out / "corpus")).column_names) >= {"domain", "text"}
 
 
-def test_corpus_rows_are_plain_text_of_train_domains_with_their_own_seeds(exported):
+def test_corpus_rows_are_plain_text_of_train_domains_with_their_own_seeds(written):
     from datasets import load_from_disk
 
     from domains.chat import SPECIAL_TOKENS
-    out, _, _ = exported
+    out, _, _ = written
     corpus = load_from_disk(str(out / "corpus"))
     assert set(corpus["split"]) == {"train"} and len(corpus) > 0
     assert not any(tok in text for text in corpus["text"] for tok in SPECIAL_TOKENS)
@@ -46,33 +46,33 @@ def test_corpus_rows_are_plain_text_of_train_domains_with_their_own_seeds(export
     assert not set(corpus["seed"]) & others
 
 
-def test_export_manifest_hashes_every_file(exported):
-    out, m, _ = exported
+def test_write_datasets_manifest_hashes_every_file(written):
+    out, m, _ = written
     files = [p for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"]
     assert sorted(str(p.relative_to(out)) for p in files) == sorted(m["files"])
     for p in files:
         assert hashlib.sha256(p.read_bytes()).hexdigest() == m["files"][str(p.relative_to(out))]
 
 
-def test_export_train_sets_exclude_heldout_and_eval_includes_it(exported):
+def test_write_datasets_train_sets_exclude_heldout_and_eval_includes_it(written):
     from datasets import load_from_disk
-    out, _, _ = exported
+    out, _, _ = written
     assert set(load_from_disk(str(out / "rl"))["split"]) == {"train"}
     assert set(load_from_disk(str(out / "eval"))["split"]) == {"train", "heldout"}
 
 
-def test_eval_seeds_never_overlap_training_seeds(exported):
+def test_eval_seeds_never_overlap_training_seeds(written):
     from datasets import load_from_disk
-    out, _, _ = exported
+    out, _, _ = written
     train = set(load_from_disk(str(out / "sft"))["seed"]) | set(load_from_disk(str(out / "rl"))["seed"])
     assert not train & set(load_from_disk(str(out / "eval"))["seed"])
     assert not set(seeds_for("eval", 0, 1000)) & (set(seeds_for("sft", 0, 1000)) | set(seeds_for("rl", 0, 1000)))
 
 
-def test_export_refuses_to_clobber_without_overwrite(exported):
-    out, _, ds = exported
+def test_write_datasets_refuses_to_clobber_without_overwrite(written):
+    out, _, ds = written
     with pytest.raises(FileExistsError):
-        export(str(out), ds[:1], 1, 1, 1, 0, 0)
+        write_datasets(str(out), ds[:1], 1, 1, 1, 0, 0)
 
 
 def test_cli_list_json_has_required_fields(capsys):

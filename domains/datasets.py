@@ -1,6 +1,6 @@
-"""`python -m domains export`: HF datasets (save_to_disk) for SFT, RL and eval, plus a manifest written last.
+"""`python -m domains datasets`: HF datasets (save_to_disk) for SFT, RL and eval, plus a manifest written last.
 
-    .venv/bin/python -m domains export --out data/domains --sft-per-domain 50 --rl-per-domain 50 \\
+    .venv/bin/python -m domains datasets --out data/domains --sft-per-domain 50 --rl-per-domain 50 \\
         --eval-per-domain 10 --seed 0 --max-difficulty 1 [--corpus-per-domain 20] [--families math,agent] [--overwrite]
 
 Layout of DIR (built in DIR.tmp-<pid>, renamed into place when complete):
@@ -93,28 +93,29 @@ def build_rows(domains: list[Domain], kind: str, per_domain: int, seed: int, max
         return list(ex.map(lambda j: _row(j[0], kind, j[1], j[2], pool), jobs))
 
 
-def export(out: str, domains: list[Domain], sft_per_domain: int, rl_per_domain: int, eval_per_domain: int, seed: int,
-           max_difficulty: int, pool: Any = None, overwrite: bool = False, config: dict | None = None,
-           workers: int = 4, corpus_per_domain: int = 0) -> dict:
+def write_datasets(out: str, domains: list[Domain], sft_per_domain: int, rl_per_domain: int, eval_per_domain: int,
+                   seed: int, max_difficulty: int, pool: Any = None, overwrite: bool = False,
+                   config: dict | None = None, workers: int = 4, corpus_per_domain: int = 0) -> dict:
     dest = Path(out)
     if dest.exists() and any(dest.iterdir()):
         if not overwrite:
             raise FileExistsError(f"{dest} exists and is not empty: pass --overwrite or choose another --out")
         if not (dest / "manifest.json").exists():
-            raise FileExistsError(f"{dest} has no manifest.json, so it is not an export; refusing to replace it")
+            raise FileExistsError(f"{dest} has no manifest.json, so `domains datasets` did not write it; "
+                                  "refusing to replace it")
     tmp = dest.parent / f"{dest.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        return _export_into(tmp, dest, domains, sft_per_domain, rl_per_domain, eval_per_domain, seed, max_difficulty,
-                            pool, config, workers, corpus_per_domain)
+        return _write_into(tmp, dest, domains, sft_per_domain, rl_per_domain, eval_per_domain, seed, max_difficulty,
+                           pool, config, workers, corpus_per_domain)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # only left over if we failed before the rename
 
 
-def _export_into(tmp: Path, dest: Path, domains: list[Domain], sft_per_domain: int, rl_per_domain: int,
-                 eval_per_domain: int, seed: int, max_difficulty: int, pool: Any, config: dict | None,
-                 workers: int, corpus_per_domain: int = 0) -> dict:
+def _write_into(tmp: Path, dest: Path, domains: list[Domain], sft_per_domain: int, rl_per_domain: int,
+                eval_per_domain: int, seed: int, max_difficulty: int, pool: Any, config: dict | None,
+                workers: int, corpus_per_domain: int = 0) -> dict:
     from datasets import Dataset  # lazy: the library itself does not need datasets
 
     t0 = time.time()
