@@ -17,6 +17,10 @@ SEED_BASE = 6_000_000  # outside every domains datasets seed range (see regressi
 
 
 def select(cfg: dict) -> list[tuple]:
+    """The (domain, task) items; a bad cfg (k outside 1..n, families without held-out domains) is a ValueError."""
+    n, ks = int(cfg.get("n", 4)), [int(k) for k in cfg.get("k", [1])]
+    if any(k < 1 or k > n for k in ks):
+        raise ValueError(f"heldout.k={ks} must be within 1..heldout.n={n}")
     fams = cfg.get("families")
     ds = [d for d in domains.registry().values() if d.split == "heldout" and (not fams or d.family in fams)]
     if fams and not ds:
@@ -33,8 +37,6 @@ def select(cfg: dict) -> list[tuple]:
 
 def run(target, cfg: dict, pool, log=print) -> dict:
     n, ks, temp = int(cfg.get("n", 4)), [int(k) for k in cfg.get("k", [1])], float(cfg.get("temperature", 0.8))
-    if any(k < 1 or k > n for k in ks):
-        raise ValueError(f"heldout.k={ks} must be within 1..n={n}")
     items = select(cfg)
     recs = evaluate.run(target, items, pool, n=n, temperature=temp, seed=int(cfg.get("seed", 0)),
                         max_tokens=int(cfg.get("max_tokens", 192)), slots=int(cfg.get("sandbox_slots", 2)))
@@ -50,3 +52,13 @@ def run(target, cfg: dict, pool, log=print) -> dict:
                       "pass_rate": g["pass_rate"], "ci95": g["ci95"]}
     log("heldout: " + ", ".join(f"{f} pass@{ks[-1]}={v[f'pass@{ks[-1]}']}" for f, v in summary.items()))
     return {"config": cfg, "summary": summary, "rows": rows}
+
+
+def table(summary: dict) -> str:
+    """pass@k (%) and sample errors per family."""
+    ks = sorted({k for s in summary.values() for k in s if k.startswith("pass@")}, key=lambda k: int(k[5:]))
+    lines = [f"{'family':<12}{'tasks':>6}" + "".join(f"{k:>10}" for k in ks) + f"{'errors':>8}"]
+    for f, s in summary.items():
+        lines.append(f"{f:<12}{s['tasks']:>6}" + "".join(f"{'-' if s[k] is None else format(100 * s[k], '.1f'):>10}"
+                                                       for k in ks) + f"{s['samples_errors']:>8}")
+    return "\n".join(lines)

@@ -46,12 +46,28 @@ def run(target, cfg: dict, pool, log=print) -> dict:
     return {"config": cfg, "summary": summary, "rows": rows}
 
 
+def table(summary: dict) -> str:
+    """Pass rate, mean turns and errors per dimension."""
+    lines = []
+    for dim, s in summary.items():
+        pr = "n/a" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
+        turns = "-" if s["mean_turns"] is None else f"{s['mean_turns']:.2f}"
+        lines.append(f"{dim:<10} pass {pr:>7} ({s['passed']}/{s['scored']})  mean turns {turns}  "
+                     f"errors {s['errors']}  infra {s['infra_errors']}")
+    return "\n".join(lines)
+
+
 def _cell(r: dict | None) -> str:
     if r is None:
         return "absent"
     if r["passed"] is None:
         return "error" if r["error"] else "infra"
-    return ("pass" if r["passed"] else "fail") + f"/{r['turns']}"
+    return ("pass" if r["passed"] else "fail") + f"/{_turns(r, 'turns')}"
+
+
+def _turns(d: dict, key: str):
+    """turns / mean_turns; files written before the protocol counted turns (results/reference/eval/) say steps."""
+    return d.get(key, d.get(key.replace("turns", "steps")))
 
 
 def compare(before: dict, after: dict) -> tuple[str, int]:
@@ -75,7 +91,7 @@ def compare(before: dict, after: dict) -> tuple[str, int]:
             return "-" if s is None or s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
 
         def st(s):
-            return "-" if s is None or s["mean_turns"] is None else f"{s['mean_turns']:.2f}"
+            return "-" if s is None or _turns(s, "mean_turns") is None else f"{_turns(s, 'mean_turns'):.2f}"
         lines.append(f"{dim:<14} {pr(sb.get(dim)):>12} {pr(sa.get(dim)):>12} {st(sb.get(dim)):>13} {st(sa.get(dim)):>12}")
     lines.append(f"{changed} task(s) changed pass/fail (marked *)")
     return "\n".join(lines), changed

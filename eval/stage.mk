@@ -18,18 +18,18 @@ eval: $(EVAL_STAGES:%=$(RESULTS)/eval/%.json) | setup ## long-context + regressi
 # prerequisite, so the eval waits for it under -j. One only present is named as <stage>/./manifest.json, a name
 # without a rule (make compares names): its time is compared, but make never rebuilds it, e.g. an imported base
 # whose pretraining inputs (tokenizer, corpus) are absent, which `make -n eval` would otherwise retrain over the import.
-EVAL_RUN = $(PRELOAD)$(PY) -m eval.04_eval --in $(CKPT)/$* --out $@ --recipe $(RECIPE)
+EVAL_RUN = $(PRELOAD)$(PY) -m eval.01_eval --in $(CKPT)/$* --out $@ --recipe $(RECIPE)
 $(EVAL_BUILT:%=$(RESULTS)/eval/%.json): $(RESULTS)/eval/%.json: $(CKPT)/%/manifest.json | setup
 	$(EVAL_RUN)
 $(EVAL_PRESENT:%=$(RESULTS)/eval/%.json): $(RESULTS)/eval/%.json: $(CKPT)/%/./manifest.json | setup
 	$(EVAL_RUN)
 
 eval-compare: | $(if $(filter eval demo,$(MAKECMDGOALS)),eval) ## before/after table of two stages' eval results (EVAL_BEFORE, EVAL_AFTER)
-	$(PY) -m eval.05_compare $(RESULTS)/eval/$(EVAL_BEFORE).json $(RESULTS)/eval/$(EVAL_AFTER).json
+	$(PY) -m eval.02_compare $(RESULTS)/eval/$(EVAL_BEFORE).json $(RESULTS)/eval/$(EVAL_AFTER).json
 
 eval-rope: setup | $(call after,base) ## RoPE scaling study on the base (none / linear / YaRN at 2-8x training length) -> results/eval/rope_study.json
 	@test -f $(CKPT)/base/manifest.json || { echo "error: $(CKPT)/base is missing: run \`make base\` first" >&2; exit 2; }
-	$(PRELOAD)$(PY) -m eval.06_rope_study --in $(CKPT)/base --out $(RESULTS)/eval/rope_study.json --recipe $(RECIPE)
+	$(PRELOAD)$(PY) -m eval.03_rope_study --in $(CKPT)/base --out $(RESULTS)/eval/rope_study.json --recipe $(RECIPE)
 
 bench-longctx: setup | $(call after,base) ## seconds to build each 1M-token long-context task vs one tokenization -> results/bench/longctx_gen.json
 	@test -f $(CKPT)/tokenizer/tokenizer.json || { echo "error: $(CKPT)/tokenizer is missing: run \`make tokenizer\` first" >&2; exit 2; }

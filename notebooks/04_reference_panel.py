@@ -34,7 +34,7 @@ def regression_summary(stage):
                 d = load(p)
                 if schema(d) == "eval.stage" and "regression" in d.get("suites", {}):
                     return p, d, d["suites"]["regression"]["summary"]
-                if schema(d) == "eval.regression":
+                if schema(d) == "eval.regression":  # the regression-only script's files, before eval/01_eval.py
                     return p, d, d["summary"]
     return None
 

@@ -1,7 +1,8 @@
 # %% [markdown]
 # # Long context: score over length × needle depth, and effective length with and without RoPE scaling
-# Reads the long-context summaries written by `eval/` (schemas in eval/README.md): `results/eval/<stage>.json`
-# (`eval.stage`, suite `longctx`) and `results/eval/longctx_*.json` (`eval.longctx`) for the grid:
+# Reads the long-context summaries written by `eval/01_eval.py` (schemas in eval/README.md): `results/eval/*.json`
+# (`eval.stage`, suite `longctx`; `rope` null, or the override of `--rope`), and `eval.longctx` files written by
+# eval/01_longctx.py before 01_eval took it over (same summary, at top level), for the grid:
 # `grid[length][depth].score` (exact-match %, RULER-style), `effective_length` (longest length scoring ≥
 # `threshold`, RULER's 85.6); `results/eval/rope_study.json` (`eval.rope_study`, `make eval-rope`) for the
 # RoPE study: per variant (none, linear:F, yarn:F) `effective_length` and `per_length[n].{score, tail_nll}`.
@@ -15,11 +16,15 @@ docs = []  # (path, doc, label, rope, summary)
 for p in find_all("eval/*.json"):
     d = load(p)
     if schema(d) == "eval.stage" and "longctx" in d.get("suites", {}):
-        docs.append((p, d, d.get("stage") or p.stem, None, d["suites"]["longctx"]["summary"]))
+        summ, label = d["suites"]["longctx"]["summary"], d.get("stage") or p.stem
     elif schema(d) == "eval.longctx":
-        r = d.get("rope")
-        label = "no RoPE scaling" if not r else f"{r['type']} ×{r['factor']:g}"
-        docs.append((p, d, label, r, d["summary"]))
+        summ, label = d["summary"], "no RoPE scaling"
+    else:
+        continue
+    r = d.get("rope")  # absent from eval.stage files written before 01_eval took --rope
+    if r:
+        label = "no RoPE scaling" if r["type"] == "none" else f"{r['type']} ×{r['factor']:g}"
+    docs.append((p, d, label, r, summ))
 print("long-context results:", [(str(p.name), lab) for p, _, lab, _, _ in docs])
 
 
@@ -53,11 +58,11 @@ if grids:
                  f"(mean score ≥ {summ['threshold']})")
     save(fig, "longctx_grid", [source(p, d)])
 else:
-    skip("results/eval/<stage>.json (suite longctx) or results/eval/longctx_*.json")
+    skip("results/eval/<stage>.json (suite longctx)")
     print("no figure: longctx_grid")
 
 # %%
-# RoPE study: results/eval/rope_study.json (schema eval.rope_study, eval/06_rope_study.py): one checkpoint,
+# RoPE study: results/eval/rope_study.json (schema eval.rope_study, eval/03_rope_study.py): one checkpoint,
 # variants none | linear:F | yarn:F, each {effective_length, per_length {n: {score, tail_nll}}} or {error}
 variants, rope_src = [], []
 for p in find_all("eval/rope_study.json"):
@@ -72,9 +77,9 @@ for p in find_all("eval/rope_study.json"):
         label = "no RoPE scaling" if name == "none" else name.replace(":", " ×")
         variants.append((label, v["effective_length"], v["per_length"]))
     rope_src.append(source(p, d))
-if not variants:  # single-variant long-context files with a rope override (eval/01_longctx.py --rope)
+if not variants:  # single-variant files: eval/01_eval.py --rope, or eval.longctx files (none: the baseline)
     for p, d, lab, r, summ in docs:
-        if d.get("rope") is not None or (r is None and schema(d) == "eval.longctx"):
+        if r is not None or schema(d) == "eval.longctx":
             variants.append((lab, summ["effective_length"], summ["per_length"]))
             rope_src.append(source(p, d))
     if not any(lab != "no RoPE scaling" for lab, _, _ in variants):

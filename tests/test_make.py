@@ -127,7 +127,7 @@ def test_eval_builds_no_checkpoint_it_finds(tmp_path):
     (tmp_path / "ck" / "base" / "manifest.json").write_text("{}")
     graph, cmds = dry_run(tmp_path, "eval")
     scripts = scripts_of(cmds)
-    assert scripts == ["eval/04_eval.py"], scripts
+    assert scripts == ["eval/01_eval.py"], scripts
 
 
 def test_quick_eval_never_overwrites_rl_results(tmp_path):

@@ -2,7 +2,7 @@
 
 The checkpoint is tests/trained_fixtures.target (a micro model that passes the memorised eval tasks: identical
 zeros would prove nothing). Callers: sft/03_eval.py (the quick eval of `make eval-sft`), rl/02_train.py's
-evaluation of its parent before step 1 (eval.at_start), eval/04_eval.py's quick suite, and serving's pass-rate
+evaluation of its parent before step 1 (eval.at_start), eval/01_eval.py's quick suite, and serving's pass-rate
 check (bench_fast: the served configuration in its own engine process). Each runs domains/evaluate.py on the
 same items with the same settings; each must give every item the same counts.
 """
@@ -51,7 +51,7 @@ def by_caller(target, memorised, tmp_path_factory) -> dict[str, list[tuple]]:
              "--set", "sched.families=[math]"])
     assert r.returncode == 0, r.stderr[-3000:]
     out["rl at_start"] = _items(json.loads((d / "rl_results" / "eval.json").read_text())["items_at_start"])
-    r = run([sys.executable, "-m", "eval.04_eval", "--in", str(target), "--data", str(memorised), "--out",
+    r = run([sys.executable, "-m", "eval.01_eval", "--in", str(target), "--data", str(memorised), "--out",
              str(d / "e.json"), "--recipe", "micro_cpu", "--suites", "quick", "--set", f"quick.per_domain={PER_DOMAIN}",
              "--set", f"quick.max_tokens={MAX_TOKENS}"])
     assert r.returncode == 0, r.stderr[-3000:]

@@ -11,7 +11,7 @@ from eval.tests.conftest import ROOT, run
 
 def eval_cli(tmp_path, *extra: str):
     out = tmp_path / "r.json"
-    r = run([sys.executable, "-m", "eval.04_eval", "--in", str(tmp_path / "ckpt"), "--out", str(out), *extra])
+    r = run([sys.executable, "-m", "eval.01_eval", "--in", str(tmp_path / "ckpt"), "--out", str(out), *extra])
     return r, out
 
 
@@ -35,6 +35,6 @@ def test_mistyped_recipe_file_key_is_refused_by_name(tmp_path):
 
 
 def test_help_lists_the_recipe_fields_with_their_help():
-    r = run([sys.executable, "-m", "eval.04_eval", "--help"])
+    r = run([sys.executable, "-m", "eval.01_eval", "--help"])
     assert r.returncode == 0
     assert any(" ".join(ln.split()) == "temperature = 0.8 sampling temperature" for ln in r.stdout.splitlines()), r.stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ from eval.tests.conftest import run
 @pytest.mark.slow
 def test_eval_writes_the_documented_schema_for_a_checkpoint(tmp_path, micro_ckpt):
     out = tmp_path / "eval" / "stage.json"
-    r = run([sys.executable, "-m", "eval.04_eval", "--in", str(micro_ckpt), "--out", str(out), "--recipe", "micro_cpu",
+    r = run([sys.executable, "-m", "eval.01_eval", "--in", str(micro_ckpt), "--out", str(out), "--recipe", "micro_cpu",
              "--set", "longctx.lengths=[256,1100]", "--set", "longctx.tasks=[niah_single_2,qa]"], timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -42,14 +43,85 @@ def test_eval_writes_the_documented_schema_for_a_checkpoint(tmp_path, micro_ckpt
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, msg):
     args = [x.replace("{tmp}", str(tmp_path)) for x in args]
     out = tmp_path / "r.json"
-    r = run([sys.executable, "-m", "eval.04_eval", *args, "--out", str(out), "--recipe", "micro_cpu",
+    r = run([sys.executable, "-m", "eval.01_eval", *args, "--out", str(out), "--recipe", "micro_cpu",
              "--suites", "longctx"])
     assert r.returncode == 2 and msg in r.stderr.strip().splitlines()[-1], r.stderr
     assert not out.exists()
 
 
+@pytest.mark.parametrize("args,msg", [
+    (["--suites", "regression", "--rope", "yarn:2"], "use it with --in, not --endpoint"),
+    (["--suites", "regression", "--rope-original", "256"], "pass --rope too"),
+    (["--suites", "heldout", "--set", "heldout.k=[1,8]"], "must be within 1..heldout.n=2"),
+])
+def test_what_the_single_suite_scripts_checked_is_refused_before_any_work(tmp_path, args, msg):
+    """The checks of the scripts folded into 01_eval (01_longctx's --rope, 03_heldout's k) come before a target."""
+    out = tmp_path / "r.json"
+    r = run([sys.executable, "-m", "eval.01_eval", "--endpoint", "http://127.0.0.1:9/v1", "--out", str(out),
+             "--recipe", "micro_cpu", *args])
+    assert r.returncode == 2 and msg in r.stderr.strip().splitlines()[-1], r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_rope_override_is_recorded_and_prompts_past_it_are_errors(tmp_path, micro_ckpt):
+    """--rope, what 03_rope_study.py runs per variant: YaRN x2 over 256 trained tokens is defined up to 512
+    positions, so a 600-token prompt is an error (never run past vLLM's cos/sin cache), and tail NLL is kept."""
+    out = tmp_path / "yarn2.json"
+    r = run([sys.executable, "-m", "eval.01_eval", "--in", str(micro_ckpt), "--out", str(out), "--recipe", "micro_cpu",
+             "--suites", "longctx", "--rope", "yarn:2", "--rope-original", "256", "--set", "longctx.lengths=[256,600]",
+             "--set", "longctx.tasks=[niah_single_2]", "--set", "longctx.nll=true"], timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == {"name": "eval.stage", "version": 1} and set(doc["suites"]) == {"longctx"}
+    assert doc["rope"] == {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 256,
+                           "supported_len": 512, "max_model_len": 512}
+    pl = doc["suites"]["longctx"]["summary"]["per_length"]
+    assert pl["600"]["score"] is None and pl["600"]["errors"] > 0
+    assert pl["256"]["errors"] == 0 and pl["256"]["tail_nll"] is not None
+
+
+def test_rope_study_runs_01_eval_per_variant_and_reads_its_longctx_block(tmp_path, monkeypatch):
+    """03_rope_study.py's side of the contract, without vLLM: one `01_eval --suites longctx --rope V` process per
+    variant, whose eval.stage file (layout checked by the test above) it summarises per variant."""
+    import importlib
+    import subprocess
+
+    from model import manifest
+
+    ckpt = tmp_path / "base"
+    (ckpt / "hf").mkdir(parents=True)
+    (ckpt / "hf" / "config.json").write_text(json.dumps({"max_position_embeddings": 1024}))
+    manifest.write_manifest(ckpt, stage="base", parent=None, config={"train": {"seq_length": 128}}, seed=0, metrics={})
+    cmds, real_run = [], subprocess.run
+
+    def fake_01_eval(cmd, **kw):
+        if "eval.01_eval" not in cmd:  # the module is shared: git for provenance runs for real
+            return real_run(cmd, **kw)
+        cmds.append(cmd)
+        v, out = cmd[cmd.index("--rope") + 1], Path(cmd[cmd.index("--out") + 1])
+        per_length = {"104": {"score": 100.0, "recall": 100.0, "errors": 0, "tail_nll": 2.0},
+                      "232": {"score": 90.0 if v != "none" else 0.0, "recall": 0.0, "errors": 0, "tail_nll": None}}
+        out.write_text(json.dumps({"schema": {"name": "eval.stage", "version": 1}, "rope": {"type": v}, "suites": {
+            "longctx": {"summary": {"effective_length": 232 if v != "none" else 104, "per_length": per_length}}}}))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    study = importlib.import_module("eval.03_rope_study")
+    monkeypatch.setattr(study.subprocess, "run", fake_01_eval)
+    out = tmp_path / "rope.json"
+    assert study.main(["--in", str(ckpt), "--out", str(out), "--recipe", "micro_cpu", "--factors", "2",
+                       "--multiples", "1,2"]) == 0
+    assert all(c[1:6] == ["-m", "eval.01_eval", "--suites", "longctx", "--in"] for c in cmds)
+    assert [c[c.index("--rope") + 1] for c in cmds] == ["none", "linear:2", "yarn:2"]
+    doc = json.loads(out.read_text())
+    assert doc["schema"]["name"] == "eval.rope_study" and doc["lengths"] == [104, 232]
+    effective = {v: x["effective_length"] for v, x in doc["variants"].items()}
+    assert effective == {"none": 104, "linear:2": 232, "yarn:2": 232}
+    assert doc["variants"]["yarn:2"]["per_length"]["104"]["tail_nll"] == 2.0
+
+
 def test_unknown_recipe_names_the_choices(tmp_path):
-    r = run([sys.executable, "-m", "eval.04_eval", "--endpoint", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "r"),
+    r = run([sys.executable, "-m", "eval.01_eval", "--endpoint", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "r"),
              "--recipe", "nope", "--suites", "regression"])
     assert r.returncode == 2 and "micro_cpu" in r.stderr.strip().splitlines()[-1]
 

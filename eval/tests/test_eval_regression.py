@@ -9,7 +9,7 @@ import pytest
 
 import domains
 from eval import heldout, regression, suites
-from eval.tests.conftest import EmptyTarget, OracleTarget, run
+from eval.tests.conftest import ROOT, EmptyTarget, OracleTarget, run
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +63,27 @@ def test_compare_script_prints_the_before_after_table(tmp_path, oracle_result):
     flipped = json.loads(json.dumps(oracle_result))
     flipped["rows"][0].update(passed=False, turns=1)
     b.write_text(json.dumps({"schema": {"name": "eval.stage"}, "suites": {"regression": flipped}}))
-    r = run([sys.executable, "-m", "eval.05_compare", str(a), str(b)])
+    r = run([sys.executable, "-m", "eval.02_compare", str(a), str(b)])
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("terminal-0"))
     assert line.split()[2:] == ["pass/2", "fail/1", "*"]
+
+
+def test_compare_reads_a_file_of_the_regression_only_script(tmp_path, oracle_result):
+    """Before 01_eval folded it in, 02_regression.py wrote the suite at top level (eval.regression): still read."""
+    a, b = tmp_path / "old.json", tmp_path / "new.json"
+    a.write_text(json.dumps({"schema": {"name": "eval.regression", "version": 1}, **oracle_result}))
+    b.write_text(json.dumps({"schema": {"name": "eval.stage", "version": 1}, "suites": {"regression": oracle_result}}))
+    r = run([sys.executable, "-m", "eval.02_compare", str(a), str(b)])
+    assert r.returncode == 0 and "0 task(s) changed" in r.stdout, r.stdout + r.stderr
+
+
+def test_compare_reads_the_committed_reference_files():
+    """results/reference/eval/ predates turns (rows say steps, summaries mean_steps): every suite still compares."""
+    ref = ROOT / "results" / "reference" / "eval"
+    r = run([sys.executable, "-m", "eval.02_compare", str(ref / "sft.json"), str(ref / "rl.json")])
+    assert r.returncode == 0, r.stderr
+    assert "task(s) changed" in r.stdout and "effective length" in r.stdout and "pass@1" in r.stdout
 
 
 def test_heldout_uses_only_heldout_domains_and_oracle_scores_1(pool):

@@ -63,8 +63,9 @@ def test_chat_api_sends_messages_with_tool_calls_as_text(fake_openai):
 
 def _longctx(tmp_path, url, tok_dir):
     out = tmp_path / "lc.json"
-    r = run([sys.executable, "-m", "eval.01_longctx", "--endpoint", url, "--tokenizer", str(tok_dir), "--out", str(out),
-             "--recipe", "micro_cpu", "--timeout-s", "0.5", "--retries", "0", "--set", "longctx.lengths=[512,1024]"])
+    r = run([sys.executable, "-m", "eval.01_eval", "--suites", "longctx", "--endpoint", url, "--tokenizer",
+             str(tok_dir), "--out", str(out), "--recipe", "micro_cpu", "--timeout-s", "0.5", "--retries", "0",
+             "--set", "longctx.lengths=[512,1024]"])
     return r, out
 
 
@@ -80,9 +81,9 @@ def test_longctx_through_an_oracle_endpoint_scores_100(tmp_path, fake_openai, to
     s = fake_openai(answers=answers)
     r, out = _longctx(tmp_path, s.url, tok_dir)
     assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(out.read_text())
-    assert doc["summary"]["errors"] == 0 and doc["summary"]["effective_length"] == 1024
-    assert all(v["score"] == 100.0 for v in doc["summary"]["per_length"].values())
+    lc = json.loads(out.read_text())["suites"]["longctx"]
+    assert lc["summary"]["errors"] == 0 and lc["summary"]["effective_length"] == 1024
+    assert all(v["score"] == 100.0 for v in lc["summary"]["per_length"].values())
 
 
 @pytest.mark.parametrize("mode", ["slow", "garbage"])
@@ -90,15 +91,15 @@ def test_longctx_through_a_broken_endpoint_records_one_error_per_task(tmp_path, 
     s = fake_openai(mode=mode, sleep_s=1.5)
     r, out = _longctx(tmp_path, s.url, tok_dir)
     assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(out.read_text())
-    rows = doc["rows"]
+    lc = json.loads(out.read_text())["suites"]["longctx"]
+    rows = lc["rows"]
     assert rows and all(x["error"] and x["score"] is None for x in rows)
-    assert doc["summary"]["errors"] == len(rows)
-    assert all(v["score"] is None for v in doc["summary"]["per_length"].values())  # no silent zero
+    assert lc["summary"]["errors"] == len(rows)
+    assert all(v["score"] is None for v in lc["summary"]["per_length"].values())  # no silent zero
 
 
 def test_endpoint_without_tokenizer_is_refused(tmp_path):
-    r = run([sys.executable, "-m", "eval.01_longctx", "--endpoint", "http://127.0.0.1:9/v1", "--out",
-             str(tmp_path / "x.json"), "--recipe", "micro_cpu"])
+    r = run([sys.executable, "-m", "eval.01_eval", "--suites", "longctx", "--endpoint", "http://127.0.0.1:9/v1",
+             "--out", str(tmp_path / "x.json"), "--recipe", "micro_cpu"])
     assert r.returncode == 2 and "--tokenizer" in r.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "x.json").exists()

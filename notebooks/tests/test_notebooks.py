@@ -106,12 +106,16 @@ def _eval_quick(rate: float) -> dict:
             "per_family": fams}
 
 
-def _longctx(rope, scores: dict) -> dict:
+def _longctx(rope, scores: dict, name: str = "eval.stage") -> dict:
+    """eval/01_eval.py's file with a longctx suite, or (name eval.longctx) one of the script it replaced."""
     per_length = {str(n): {"score": s} for n, s in scores.items()}
     grid = {str(n): {f"{d:g}": {"score": s} for d in (0.0, 0.5, 1.0)} for n, s in scores.items()}
     eff = max([n for n, s in scores.items() if s >= 85.6], default=0)
-    return {"schema": {"name": "eval.longctx", "version": 1}, "rope": rope,
-            "summary": {"per_length": per_length, "grid": grid, "threshold": 85.6, "effective_length": eff}}
+    summary = {"per_length": per_length, "grid": grid, "threshold": 85.6, "effective_length": eff}
+    if name == "eval.longctx":
+        return {"schema": {"name": name, "version": 1}, "rope": rope, "summary": summary}
+    return {"schema": {"name": name, "version": 1}, "stage": "base", "rope": rope,
+            "suites": {"longctx": {"summary": summary}}}
 
 
 @pytest.mark.slow
@@ -149,6 +153,26 @@ def test_documented_layouts_draw_every_figure(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert {p.stem for p in (tmp_path / "figs").glob("*.png")} == ALL_FIGURES, r.stdout[-3000:]
 
+
+
+def test_rope_figure_from_single_variant_files_of_either_schema(tmp_path):
+    """Without rope_study.json, 07 draws the RoPE figure from single-variant files: eval/01_eval.py --rope
+    (eval.stage, rope set) beside an eval.longctx file of the script 01_eval replaced; the stage file is the grid."""
+    res = tmp_path / "results" / "eval"
+    res.mkdir(parents=True)
+    for name, doc in (("base.json", _longctx(None, {256: 100.0, 512: 10.0})),
+                      ("rope_none.json", _longctx({"type": "none", "factor": 1.0}, {256: 100.0, 512: 10.0})),
+                      ("rope_yarn2.json", _longctx({"type": "yarn", "factor": 2.0}, {256: 100.0, 512: 90.0})),
+                      ("longctx_linear2.json", _longctx({"type": "linear", "factor": 2.0}, {256: 100.0, 512: 50.0},
+                                                        "eval.longctx"))):
+        (res / name).write_text(json.dumps(doc))
+    r = figures(tmp_path / "results", tmp_path / "figs", "07_long_context")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    text = notebook_text(tmp_path / "figs", "07_long_context")
+    for pair in ("('base.json', 'base')", "('rope_none.json', 'no RoPE scaling')", "('rope_yarn2.json', 'yarn ×2')",
+                 "('longctx_linear2.json', 'linear ×2')"):
+        assert pair in text, text[-3000:]
+    assert {p.stem for p in (tmp_path / "figs").glob("*.png")} == {"longctx_grid", "longctx_rope_scaling"}
 
 
 def _rl_sampled(before: int, after: int) -> dict:

@@ -1,9 +1,9 @@
-"""Before/after table of two evaluation results (04_eval.py or 02_regression.py files), task by task.
+"""Before/after table of two evaluation results (01_eval.py files, any suites), task by task.
 
-    python -m eval.05_compare results/eval/sft.json results/eval/rl.json
+    python -m eval.02_compare results/eval/sft.json results/eval/rl.json
     make eval-compare EVAL_BEFORE=sft EVAL_AFTER=rl      # the same, from results/eval/<stage>.json
 
-Prints the regression set per task (pass|fail/steps, changed tasks marked *), pass rate and mean steps per
+Prints the regression set per task (pass|fail/turns, changed tasks marked *), pass rate and mean turns per
 dimension, and, when both files have them, the long-context mean score per length and held-out pass@k.
 """
 from __future__ import annotations
@@ -13,13 +13,15 @@ import sys
 from pathlib import Path
 
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
-    sys.exit("error: run it from the repository root as a module: python -m eval.05_compare ...")
+    sys.exit("error: run it from the repository root as a module: python -m eval.02_compare ...")
 
 from model import cli  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 
 
 def _suite(doc: dict, name: str) -> dict | None:
+    """A suite's block: eval.stage files hold it under suites; files of the single-suite scripts that 01_eval
+    replaced (schemas eval.longctx, eval.regression, eval.heldout) at top level, and are still read."""
     if "suites" in doc:
         return doc["suites"].get(name)
     return doc if doc.get("schema", {}).get("name") == f"eval.{name}" else None
@@ -36,7 +38,7 @@ def main(argv=None) -> int:
             try:
                 docs.append(json.loads(p.read_text()))
             except (OSError, json.JSONDecodeError) as e:
-                raise ConfigError(f"{p}: {type(e).__name__}; pass results files written by eval/04_eval.py") from None
+                raise ConfigError(f"{p}: {type(e).__name__}; pass results files written by eval/01_eval.py") from None
     from eval import regression
 
     a, b = (_suite(d, "regression") for d in docs)

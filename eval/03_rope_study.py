@@ -1,16 +1,16 @@
 """RoPE scaling study: effective length of one checkpoint with no scaling, linear and YaRN at 2-8x training length.
 
-    python -m eval.06_rope_study --in checkpoints/base --out results/eval/rope_study.json            # tiny
-    python -m eval.06_rope_study --in /work/chain_micro/base --out /tmp/rope.json --train-len 128 \
+    python -m eval.03_rope_study --in checkpoints/base --out results/eval/rope_study.json            # tiny
+    python -m eval.03_rope_study --in /work/chain_micro/base --out /tmp/rope.json --train-len 128 \
         --factors 2,4 --set longctx.per_cell=1 --set "longctx.depths=[0.5]"                          # micro
-    python -m eval.06_rope_study --in checkpoints/rl --out results/eval/rope_study.json --recipe longctx_1m_h200x8
+    python -m eval.03_rope_study --in checkpoints/rl --out results/eval/rope_study.json --recipe longctx_1m_h200x8
 
-For every variant (none, linear:F, yarn:F for each factor F) it runs eval/01_longctx.py in its own process (one
-vLLM engine per process) at prompt lengths train_len x {1, 2, 4, 8} - max_tokens, so prompt + answer fill exactly
-that many positions (a factor-F variant is defined up to train_len x F positions: eval/rope.py), on the recipe's
-long-context tasks, and records the per-length mean score, the effective length (RULER threshold 85.6) and the mean token NLL
-of the last quarter of each prompt (`tail_nll`: how well the model still reads text at those positions, a
-signal even where a weak model scores 0 everywhere). The variants only
+For every variant (none, linear:F, yarn:F for each factor F) it runs eval/01_eval.py --suites longctx --rope
+VARIANT in its own process (one vLLM engine per process) at prompt lengths train_len x {1, 2, 4, 8} - max_tokens,
+so prompt + answer fill exactly that many positions (a factor-F variant is defined up to train_len x F positions:
+eval/rope.py), on the recipe's long-context tasks, and records the per-length mean score, the effective length
+(RULER threshold 85.6) and the mean token NLL of the last quarter of each prompt (`tail_nll`: how well the model
+still reads text at those positions, a signal even where a weak model scores 0 everywhere). The variants only
 rewrite config.json (eval/rope.py); "none" is plain RoPE extrapolation past the training length.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
-    sys.exit("error: run it from the repository root as a module: python -m eval.06_rope_study ...")
+    sys.exit("error: run it from the repository root as a module: python -m eval.03_rope_study ...")
 
 from eval import cli  # noqa: E402
 from model import results  # noqa: E402
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="rope-study-") as tmp:
         for v in variants:
             out = Path(tmp) / f"{v.replace(':', '_')}.json"
-            cmd = [sys.executable, "-m", "eval.01_longctx", "--in", str(a.inp), "--out", str(out),
+            cmd = [sys.executable, "-m", "eval.01_eval", "--suites", "longctx", "--in", str(a.inp), "--out", str(out),
                    "--recipe", a.recipe, "--rope", v, "--rope-original", str(train_len),
                    *[x for s in a.overrides for x in ("--set", s)], "--set", f"longctx.lengths={lengths}",
                    "--set", "longctx.nll=true"]
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
                 study[v] = {"error": (r.stderr.strip().splitlines() or ["?"])[-1]}
                 print(f"{v:<10} failed: {study[v]['error']}", file=sys.stderr)
                 continue
-            s = json.loads(out.read_text())["summary"]
+            s = json.loads(out.read_text())["suites"]["longctx"]["summary"]
             study[v] = {"effective_length": s["effective_length"], "per_length": {
                 n: {"score": x["score"], "recall": x["recall"], "errors": x["errors"], "tail_nll": x.get("tail_nll")}
                 for n, x in s["per_length"].items()}}
