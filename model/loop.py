@@ -1,7 +1,8 @@
-"""The resumable training run every training stage shares (base pretraining, SFT, ...).
+"""The resumable training run of every next-token-loss stage (base pretraining, SFT, the fast variant's draft).
 
 A stage supplies its data as `sample(i) -> dict of tensors` (see model/train.py) and how to
-initialise the model; this module does the rest, identically for every stage:
+initialise the model; `run` does the rest, identically for every stage, through the run skeleton
+(model/driver.py, which RL's trainer plugs into too):
   resolve + validate the recipe -> process groups -> model -> resume from `<out>.run/` or init ->
   train with one log line per step, held-out loss, step checkpoints -> publish `<out>/` atomically
   with mcore/, hf/, tokenizer/, config.yaml, model_config.json, metrics.jsonl (every step's loss, grad norm
@@ -21,8 +22,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from model import checkpoint, manifest, recipe
+from model import recipe
 from model.config import ConfigError, ModelConfig, ParallelConfig
+from model.driver import Hooks, drive
 from model.sections import OptimConfig
 
 
@@ -60,11 +62,83 @@ def resolve(stage_folder: str, recipe_name: str, overrides: list[str], model_dic
     return RunConfig(cfg, mcfg, par, optim, train)
 
 
-def truncate_metrics(path: Path, start: int) -> None:
-    """After a resume from step `start`, drop the lines of later steps (written before the kill)."""
-    if path.exists():
-        keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= start]
-        path.write_text("".join(x + "\n" for x in keep))
+class LossHooks(Hooks):
+    """Next-token loss training on `sample(i)` data (model/train.py): the hooks of `run`."""
+
+    def __init__(self, stage, tokenizer_dir, parent, prepare, init, extra_manifest, extra_metrics):
+        self.stage, self.tokenizer_dir, self.parent = stage, tokenizer_dir, parent
+        self._prepare, self._init = prepare, init
+        self.extra_manifest, self.extra_metrics = extra_manifest, extra_metrics
+        self.losses: list[float] = []
+
+    def prepare(self) -> None:
+        self.metrics_path = self.run.run_dir / "metrics.jsonl"  # published as <out>/metrics.jsonl
+        self.train_sample, self.val_sample = self._prepare(self.run.run_dir)
+
+    def setup(self, common: dict | None) -> None:
+        from model import parallel
+
+        r = self.run
+        mcfg, par, tr = r.rc.model, r.rc.parallel, r.rc.train
+        if common is None:
+            self._init(r.model)
+        r.log(f"{self.stage}: {mcfg.num_parameters() / 1e6:.2f}M parameters ({mcfg.num_parameters(True) / 1e6:.2f}M "
+              f"active), TP={par.tp} PP={par.pp} EP={par.ep} DP={par.data_parallel_size(parallel.world_size())}, "
+              f"{r.total} steps x {par.global_batch_size} x {tr['seq_length']} tokens")
+        if r.start == 0:  # the held-out loss before any update: what the run's final val_loss is measured against
+            self._eval(0)
+        self.t0 = time.perf_counter()
+
+    def evaluate(self) -> float:
+        from model import train
+
+        r = self.run
+        return float(np.mean([train.eval_loss(r.ddp, train.microbatches(self.val_sample, k, r.rc.parallel),
+                                              r.rc.train["seq_length"]) for k in range(r.rc.train["eval_batches"])]))
+
+    def _eval(self, step: int) -> None:
+        v = self.evaluate()
+        self.run.record({"step": step, "val_loss": v})
+        self.run.log(f"eval step {step}/{self.run.total} | val_loss {v:.5f}")
+
+    def step(self, i: int) -> None:
+        from model import train
+
+        r = self.run
+        seq, gbs = r.rc.train["seq_length"], r.rc.parallel.global_batch_size
+        m = train.train_step(r.ddp, r.opt, r.sched, train.microbatches(self.train_sample, i, r.rc.parallel), seq, gbs)
+        self.losses.append(m["loss"])
+        r.record({"step": i + 1, **{k: m[k] for k in ("loss", "grad_norm", "lr", "skipped")}})  # no timings:
+        # the same run must give the same bytes (step times are in the log line and the manifest's metrics)
+        r.log(train.log_line(i + 1, r.total, m, seq * gbs, time.perf_counter() - self.t0, i + 1 - r.start))
+        if r.due(r.rc.train["eval_every"], i + 1):
+            self._eval(i + 1)
+
+    def finish(self) -> None:
+        from model.train import fmt_time
+
+        self.val = self.evaluate()
+        self.run.record({"step": self.run.total, "val_loss": self.val})
+        self.wall = time.perf_counter() - self.t0
+        self.final_loss = self.losses[-1] if self.losses else None
+        self.run.log(f"done: final train loss {self.final_loss}, val_loss {self.val:.5f}, {fmt_time(self.wall)}")
+
+    def publish_extras(self, tmp: Path) -> tuple[dict, dict | None]:
+        from model.to_hf import convert_in_subprocess
+
+        r = self.run
+        total, start = r.total, r.start
+        tokens_per_step = r.rc.parallel.global_batch_size * r.rc.train["seq_length"]
+        convert_in_subprocess(tmp / "mcore", tmp / "model_config.json", tmp / "hf", self.tokenizer_dir)
+        shutil.copy(self.metrics_path, tmp / "metrics.jsonl")
+        rows = [json.loads(x) for x in self.metrics_path.read_text().splitlines()]
+        val_at_start = next((x["val_loss"] for x in rows if x["step"] == 0 and "val_loss" in x), None)
+        metrics = {"final_train_loss": self.final_loss, "val_loss": self.val, "val_loss_at_start": val_at_start,
+                   "steps": total, "resumed_at": start, "tokens": total * tokens_per_step,
+                   "wall_s_this_run": self.wall,
+                   "tok_per_s_this_run": (total - start) * tokens_per_step / max(self.wall, 1e-9),
+                   **(self.extra_metrics() if self.extra_metrics else {})}
+        return metrics, self.extra_manifest
 
 
 def run(rc: RunConfig, *, stage: str, out: Path, tokenizer_dir: Path, parent: Path | None,
@@ -74,91 +148,4 @@ def run(rc: RunConfig, *, stage: str, out: Path, tokenizer_dir: Path, parent: Pa
     """Train (or resume) and publish `out`. `prepare(run_dir)` returns (train_sample, val_sample) and may
     cache data in run_dir (all ranks call it; write on rank 0, then barrier). `init(model)` fills a fresh
     model (seeded init or the parent's weights); it is skipped when resuming."""
-    from model import parallel, train
-    from model.build import build_model
-    from model.to_hf import convert_in_subprocess as export_in_subprocess
-
-    mcfg, par, optim, tr = rc.model, rc.parallel, rc.optim, rc.train
-    parallel.init(par, mcfg, seed=tr["seed"], seq_length=tr["seq_length"])
-    rank0 = parallel.is_rank0()
-    log = print if rank0 else (lambda *a, **k: None)
-    run_dir = out.with_name(out.name + ".run")
-    if rank0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    torch.distributed.barrier()
-    train_sample, val_sample = prepare(run_dir)
-    seq, gbs = tr["seq_length"], par.global_batch_size
-
-    model = build_model(mcfg, par, getattr(torch, tr["dtype"]))
-    ddp, opt, sched = train.setup(model, optim, tr["steps"], gbs)
-    start = 0
-    latest = checkpoint.latest_step(run_dir)
-    if latest is not None:
-        start = checkpoint.load_step(latest, ddp, opt, sched)["step"]
-        log(f"resumed from {latest} at step {start}", flush=True)
-    else:
-        init(model)
-    log(f"{stage}: {mcfg.num_parameters() / 1e6:.2f}M parameters ({mcfg.num_parameters(True) / 1e6:.2f}M active), "
-        f"TP={par.tp} PP={par.pp} EP={par.ep} DP={par.data_parallel_size(parallel.world_size())}, "
-        f"{tr['steps']} steps x {gbs} x {seq} tokens", flush=True)
-
-    def evaluate() -> float:
-        return float(np.mean([train.eval_loss(ddp, train.microbatches(val_sample, k, par), seq)
-                              for k in range(tr["eval_batches"])]))
-
-    metrics_path = run_dir / "metrics.jsonl"
-    if rank0:
-        truncate_metrics(metrics_path, start)
-
-    def record(row: dict) -> None:  # full precision, one JSON line per event; published as <out>/metrics.jsonl
-        if rank0:
-            with open(metrics_path, "a") as f:
-                f.write(json.dumps(row) + "\n")
-
-    if start == 0:  # the held-out loss before any update: what the run's final val_loss is measured against
-        v = evaluate()
-        record({"step": 0, "val_loss": v})
-        log(f"eval step 0/{tr['steps']} | val_loss {v:.5f}", flush=True)
-    total, t0, losses = tr["steps"], time.perf_counter(), []
-    for step in range(start, total):
-        m = train.train_step(ddp, opt, sched, train.microbatches(train_sample, step, par), seq, gbs)
-        losses.append(m["loss"])
-        record({"step": step + 1, **{k: m[k] for k in ("loss", "grad_norm", "lr", "skipped")}})  # no timings:
-        # the same run must give the same bytes (step times are in the log line and the manifest's metrics)
-        log(train.log_line(step + 1, total, m, seq * gbs, time.perf_counter() - t0, step + 1 - start), flush=True)
-        if tr["eval_every"] and (step + 1) % tr["eval_every"] == 0 and step + 1 < total:
-            v = evaluate()
-            record({"step": step + 1, "val_loss": v})
-            log(f"eval step {step + 1}/{total} | val_loss {v:.5f}", flush=True)
-        if (step + 1) % tr["save_every"] == 0 and step + 1 < total:
-            checkpoint.save_step(run_dir, step + 1, ddp, opt, sched, {"step": step + 1})
-            checkpoint.prune_steps(run_dir, tr["keep_steps"])
-    val = evaluate()
-    record({"step": total, "val_loss": val})
-    wall = time.perf_counter() - t0
-    final_loss = losses[-1] if losses else None
-    log(f"done: final train loss {final_loss}, val_loss {val:.5f}, {train.fmt_time(wall)}", flush=True)
-
-    name = [str(manifest.staging_dir(out)) if rank0 else None]
-    torch.distributed.broadcast_object_list(name, src=0)
-    tmp = Path(name[0])
-    checkpoint.save_model_only(ddp, tmp / "mcore")
-    parallel.destroy()
-    if not rank0:
-        return 0
-    recipe.dump(rc.cfg, tmp / "config.yaml")
-    (tmp / "model_config.json").write_text(json.dumps(mcfg.to_dict(), indent=2))
-    export_in_subprocess(tmp / "mcore", tmp / "model_config.json", tmp / "hf", tokenizer_dir)
-    shutil.copytree(tokenizer_dir, tmp / "tokenizer", ignore=shutil.ignore_patterns("manifest.json"))
-    shutil.copy(metrics_path, tmp / "metrics.jsonl")
-    rows = [json.loads(x) for x in metrics_path.read_text().splitlines()]
-    val_at_start = next((r["val_loss"] for r in rows if r["step"] == 0 and "val_loss" in r), None)
-    metrics = {"final_train_loss": final_loss, "val_loss": val, "val_loss_at_start": val_at_start, "steps": total, "resumed_at": start,
-               "tokens": total * gbs * seq, "wall_s_this_run": wall,
-               "tok_per_s_this_run": (total - start) * gbs * seq / max(wall, 1e-9), **(extra_metrics() if extra_metrics else {})}
-    manifest.write_manifest(tmp, stage=stage, parent=parent, config=rc.cfg, seed=tr["seed"], metrics=metrics,
-                            model_config=mcfg.to_dict(), extra=extra_manifest)
-    manifest.publish(tmp, out)
-    shutil.rmtree(run_dir, ignore_errors=True)
-    print(f"{stage} checkpoint -> {out}", flush=True)
-    return 0
+    return drive(rc, out, LossHooks(stage, tokenizer_dir, parent, prepare, init, extra_manifest, extra_metrics))

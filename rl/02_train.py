@@ -15,7 +15,8 @@ sampling) -> GRPO update on Megatron (TP/PP/EP from the recipe) -> weights synce
 Every `train.save_every` steps a step checkpoint (policy, optimizer, LR schedule, RNG, scheduler state and data
 positions) goes to `<out>.run/`; a rerun resumes from it. Per step: one log line and a line of
 `<results>/metrics.jsonl`. At the end: held-out evaluation, `<out>/` with mcore/, hf/, tokenizer/,
-config.yaml and manifest.json (parent: the SFT checkpoint), and `<results>/eval.json`.
+config.yaml and manifest.json (parent: the SFT checkpoint), and `<results>/eval.json`. The run itself (resume,
+step checkpoints, publishing) is model/driver.py's, shared with pretraining and SFT; `Trainer` is RL's hooks.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ import torch  # noqa: E402
 
 from model import manifest  # noqa: E402
 from model.config import ConfigError  # noqa: E402
+from model.driver import Hooks, drive  # noqa: E402
 
 
 def parse(argv):
@@ -109,51 +111,55 @@ def main(argv=None) -> int:
     except (ConfigError, manifest.CheckpointError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return Trainer(a, rc, cfg, rows, data_m, needs_box).run()
+    return drive(rc, a.out, Trainer(a, rc, cfg, rows, data_m, needs_box))
 
 
-class Trainer:
+class Trainer(Hooks):
+    """RL's hooks of the run skeleton (model/driver.py): rollouts, rewards, GRPO update and weight sync per step;
+    rank 0 holds the engine, the task scheduler and the metrics file, whose state goes in step checkpoints."""
+    stage = "rl"
+    metrics_json = dict(sort_keys=True, default=float)
+
     def __init__(self, a, rc, cfg, rows, data_m, needs_box):
         self.a, self.rc, self.cfg, self.rows, self.data_m, self.needs_box = a, rc, cfg, rows, data_m, needs_box
+        self.parent, self.tokenizer_dir = a.inp, a.inp / "tokenizer"
+        self.metrics_path = a.results / "metrics.jsonl"
+        self.updates_per_step = cfg.algo.minibatches
+        self.scheduler = self.engine = self.pool = self.renderer = self.sync_dir = None
+        self.start_eval = self.start_records = None
 
     # ---- set-up -------------------------------------------------------------------------------------
-    def setup(self):
-        from model import checkpoint, parallel, train
+    def prepare(self):
+        from model import checkpoint
         from model.build import build_model
 
-        rc, a = self.rc, self.a
-        mcfg, par, tr = rc.model, rc.parallel, rc.train
-        parallel.init(par, mcfg, seed=tr["seed"], seq_length=tr["seq_length"])
-        self.rank0 = parallel.is_rank0()
-        self.log = (lambda *x: print(*x, flush=True)) if self.rank0 else (lambda *x: None)
-        self.run_dir = a.out.with_name(a.out.name + ".run")
-        if self.rank0:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        torch.distributed.barrier()
-        dtype = getattr(torch, tr["dtype"])
-        model = build_model(mcfg, par, dtype)
-        self.total_updates = tr["steps"] * self.cfg.algo.minibatches
-        self.ddp, self.opt, self.sched = train.setup(model, rc.optim, self.total_updates, par.global_batch_size)
         self.ref = None
-        if self.cfg.algo.kl_coef:
-            self.ref = build_model(mcfg, par, dtype)
-            checkpoint.load_model_only(self.ref, a.inp / "mcore")
+        if self.cfg.algo.kl_coef:  # the frozen parent, for the KL term
+            self.ref = build_model(self.rc.model, self.rc.parallel, getattr(torch, self.rc.train["dtype"]))
+            checkpoint.load_model_only(self.ref, self.a.inp / "mcore")
             self.ref.eval()
-        self.start, common = 0, None
-        latest = checkpoint.latest_step(self.run_dir)
-        if latest is not None:
-            common = checkpoint.load_step(latest, self.ddp, self.opt, self.sched)
-            self.start = common["step"]
-            self.log(f"resumed from {latest} at step {self.start}")
-        else:
-            checkpoint.load_model_only(model, a.inp / "mcore")
-        self.scheduler = self.engine = self.pool = self.renderer = None
-        # one process: tmpfs; several: the run directory, which every rank (and node) sees at the same path
+
+    def setup(self, common):
+        from model import checkpoint, parallel
         from rl.sync import sync_dir
 
-        self.sync_dir = (sync_dir(str(self.run_dir.resolve())) if parallel.world_size() == 1 else self.run_dir / "sync")
-        if self.rank0:
+        r, par = self.run, self.rc.parallel
+        if common is None:
+            checkpoint.load_model_only(r.model, self.a.inp / "mcore")
+        # one process: tmpfs; several: the run directory, which every rank (and node) sees at the same path
+        self.sync_dir = sync_dir(str(r.run_dir.resolve())) if parallel.world_size() == 1 else r.run_dir / "sync"
+        if r.rank0:
             self._setup_rank0(common)
+        ro = self.cfg.rollout
+        r.log(f"rl: {self.rc.model.num_parameters() / 1e6:.2f}M parameters, TP={par.tp} PP={par.pp} EP={par.ep} "
+              f"DP={par.data_parallel_size(parallel.world_size())}, {r.total} steps x {ro.groups_per_step}"
+              f" groups x {ro.samples_per_prompt} samples, {len(self.rows)} domains")
+        if r.start:  # the engine started from the parent: give it the resumed policy
+            self._sync()
+        if self.cfg.eval.at_start and not r.start and r.rank0:
+            self.start_eval, self.start_records = self.evaluate()
+            r.log("eval step 0 | " + _eval_line(self.start_eval))
+        self.t_start = time.perf_counter()
 
     def _setup_rank0(self, common):
         from transformers import PreTrainedTokenizerFast
@@ -166,7 +172,8 @@ class Trainer:
         self.tokenizer = PreTrainedTokenizerFast.from_pretrained(str(self.a.inp / "tokenizer"))
         self.renderer = Renderer(self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.scheduler = Scheduler(self.rows, self.cfg.sched, seed=tr["seed"], data_seed=int(self.data_m.get("seed", 0)))
+        self.scheduler = Scheduler(self.rows, self.cfg.sched, seed=tr["seed"],
+                                   data_seed=int(self.data_m.get("seed", 0)))
         if common is not None:
             self.start_eval = common.get("start_eval")
             self.start_records = common.get("start_records")
@@ -183,10 +190,6 @@ class Trainer:
                                     enable_sleep_mode=gpu and ro.sleep_between, dtype=ro.dtype,
                                     tensor_parallel_size=ro.tensor_parallel_size)
         self.a.results.mkdir(parents=True, exist_ok=True)
-        self.metrics_path = self.a.results / "metrics.jsonl"
-        from model.loop import truncate_metrics
-
-        truncate_metrics(self.metrics_path, self.start)
 
     # ---- one step's data (rank 0) ----------------------------------------------------------------------
     def collect(self, step: int) -> tuple[list, dict]:
@@ -219,9 +222,10 @@ class Trainer:
                 lanes[k] += v
             t_roll += t1 - t0
             t_rew += time.perf_counter() - t1
-            self.log(f"  step {step + 1} round {rnd + 1}: {len(rolls)} rollouts "
-                     f"({sum(len(r.turns) for r in rolls)} turns, {sum(len(s.token_ids) for r in rolls for s in r.turns)}"
-                     f" tokens) in {t1 - t0:.1f}s, rewards in {time.perf_counter() - t1:.1f}s")
+            self.run.log(f"  step {step + 1} round {rnd + 1}: {len(rolls)} rollouts "
+                         f"({sum(len(r.turns) for r in rolls)} turns, "
+                         f"{sum(len(s.token_ids) for r in rolls for s in r.turns)}"
+                         f" tokens) in {t1 - t0:.1f}s, rewards in {time.perf_counter() - t1:.1f}s")
             values = [None if s.infra_error else rewards.shaped(r, s, rw.format_weight) for r, s in zip(rolls, scores)]
             adv, informative = objective.group_advantages(values, n, self.cfg.algo.normalize_std)
             self.scheduler.update([(r.domain.name, r.task.difficulty, s.passed) for r, s in zip(rolls, scores)
@@ -282,9 +286,9 @@ class Trainer:
                 for b, lp in zip(mbs, policy.logprobs(self.ref, mbs, seq, self.cfg.rollout.temperature) or []):
                     b["ref_logprobs"] = lp
             if k > 1:  # the ratio's denominator: the policy before any minibatch of this batch
-                for b, lp in zip(mbs, policy.logprobs(self.ddp, mbs, seq, self.cfg.rollout.temperature) or []):
+                for b, lp in zip(mbs, policy.logprobs(self.run.ddp, mbs, seq, self.cfg.rollout.temperature) or []):
                     b["old_logprobs"] = lp
-        ms = [policy.update(self.ddp, self.opt, self.sched, mbs, seq, par.global_batch_size, self.cfg.algo,
+        ms = [policy.update(self.run.ddp, self.run.opt, self.run.sched, mbs, seq, par.global_batch_size, self.cfg.algo,
                             self.cfg.rollout.temperature) for mbs in minis]
         out = dict(ms[0])
         w = [m["action_tokens"] for m in ms]  # per-token statistics: weigh minibatches by their tokens
@@ -298,97 +302,70 @@ class Trainer:
         out["positions_untrimmed"] = untrimmed  # padded to the step's longest trajectory
         return out
 
-    # ---- the run ----------------------------------------------------------------------------------------
-    def run(self) -> int:
-        try:
-            self.setup()
-            return self._run()
-        finally:
-            self.close()
-
+    # ---- the run's hooks ----------------------------------------------------------------------------------
     def close(self):
-        if getattr(self, "engine", None) is not None:
+        if self.engine is not None:
             self.engine.close()
             self.engine = None
-        if getattr(self, "pool", None) is not None:
+        if self.pool is not None:
             self.pool.close()
             self.pool = None
-        if getattr(self, "sync_dir", None) is not None:
+        if self.sync_dir is not None:
             shutil.rmtree(self.sync_dir, ignore_errors=True)
             self.sync_dir = None
 
     def _sync(self) -> dict:
         from rl import sync
 
-        return sync.sync(self.ddp, self.rc.model, self.engine, self.sync_dir / "hf", self.a.inp / "tokenizer")
+        return sync.sync(self.run.ddp, self.rc.model, self.engine, self.sync_dir / "hf", self.a.inp / "tokenizer")
 
-    def _run(self) -> int:
+    def step(self, step: int) -> None:
         from model import parallel
 
-        tr, par = self.rc.train, self.rc.parallel
-        total, gpu = tr["steps"], torch.cuda.is_available() and self.cfg.rollout.sleep_between
-        self.log(f"rl: {self.rc.model.num_parameters() / 1e6:.2f}M parameters, TP={par.tp} PP={par.pp} EP={par.ep} "
-                 f"DP={par.data_parallel_size(parallel.world_size())}, {total} steps x {self.cfg.rollout.groups_per_step}"
-                 f" groups x {self.cfg.rollout.samples_per_prompt} samples, {len(self.rows)} domains")
-        if self.start:  # the engine started from the parent: give it the resumed policy
-            self._sync()
-        if self.cfg.eval.at_start and not self.start and self.rank0:
-            self.start_eval, self.start_records = self.evaluate()
-            self.log("eval step 0 | " + _eval_line(self.start_eval))
-        t_start = time.perf_counter()
-        for step in range(self.start, total):
-            t0 = time.perf_counter()
-            samples, m = self.collect(step) if self.rank0 else (None, None)
-            if parallel.world_size() > 1:
-                box = [samples]
-                torch.distributed.broadcast_object_list(box, src=0)
-                samples = box[0]
-            if gpu and self.rank0:
-                self.engine.sleep()
-            u = self.update(samples)
-            if gpu and self.rank0:
-                self.engine.wake()
-            s = self._sync()
-            if self.rank0:
-                self._record(step, total, m, u, s, t0, t_start)
-            if tr["save_every"] and (step + 1) % tr["save_every"] == 0 and step + 1 < total:
-                self._save(step + 1)
-        return self.publish()
+        r, gpu = self.run, torch.cuda.is_available() and self.cfg.rollout.sleep_between
+        t0 = time.perf_counter()
+        samples, m = self.collect(step) if r.rank0 else (None, None)
+        if parallel.world_size() > 1:
+            box = [samples]
+            torch.distributed.broadcast_object_list(box, src=0)
+            samples = box[0]
+        if gpu and r.rank0:
+            self.engine.sleep()
+        u = self.update(samples)
+        if gpu and r.rank0:
+            self.engine.wake()
+        s = self._sync()
+        if r.rank0:
+            self._record(step, m, u, s, t0)
 
-    def _record(self, step, total, m, u, s, t0, t_start):
+    def _record(self, step, m, u, s, t0):
         from model.train import fmt_time
 
+        r, total = self.run, self.run.total
         m.update(u)
         m.update(s)
         m.update(step=step + 1, step_s=time.perf_counter() - t0, sched_levels=_levels(self.scheduler))
-        eval_table, ev = None, self.cfg.eval.every
-        if ev and (step + 1) % ev == 0 and step + 1 < total:
+        eval_table = None
+        if r.due(self.cfg.eval.every, step + 1):
             eval_table = self.evaluate()[0]
             m["eval"] = eval_table
-        with open(self.metrics_path, "a") as f:
-            f.write(json.dumps(m, sort_keys=True, default=float) + "\n")
-        elapsed = time.perf_counter() - t_start
-        done = step + 1 - self.start
-        self.log(f"step {step + 1}/{total} | reward {m['reward']:.4f} | pass {m['pass_rate']:.4f} | "
-                 f"zero_var {m['zero_var_frac']:.2f} | groups {m['groups_used']}/{self.cfg.rollout.groups_per_step} "
-                 f"| infra {m['infra_errors']} (cut {m['rollouts_cut']}, retries {m['tool_retries']}) | loss {m['loss']:.5f} | mismatch {m['mismatch_abs']:.2e} | "
-                 f"grad_norm {m['grad_norm']:.3f} | rollout {m['rollout_s']:.1f}s reward {m['reward_s']:.1f}s "
-                 f"update {m['update_s']:.1f}s sync {m['sync_s']:.2f}s | elapsed {fmt_time(elapsed)} | "
-                 f"eta {fmt_time((total - step - 1) * elapsed / done)}")
+        r.record(m)
+        elapsed = time.perf_counter() - self.t_start
+        done = step + 1 - r.start
+        r.log(f"step {step + 1}/{total} | reward {m['reward']:.4f} | pass {m['pass_rate']:.4f} | "
+              f"zero_var {m['zero_var_frac']:.2f} | groups {m['groups_used']}/{self.cfg.rollout.groups_per_step} "
+              f"| infra {m['infra_errors']} (cut {m['rollouts_cut']}, retries {m['tool_retries']}) "
+              f"| loss {m['loss']:.5f} | mismatch {m['mismatch_abs']:.2e} | "
+              f"grad_norm {m['grad_norm']:.3f} | rollout {m['rollout_s']:.1f}s reward {m['reward_s']:.1f}s "
+              f"update {m['update_s']:.1f}s sync {m['sync_s']:.2f}s | elapsed {fmt_time(elapsed)} | "
+              f"eta {fmt_time((total - step - 1) * elapsed / done)}")
         if "eval" in m:
-            self.log("eval step " + str(step + 1) + " | " + _eval_line(eval_table))
+            r.log("eval step " + str(step + 1) + " | " + _eval_line(eval_table))
 
-    def _save(self, step: int) -> None:
-        """Step checkpoint, collectively; rank 0's scheduler, RNG and data positions go in the common state."""
-        from model import checkpoint, parallel
-
-        common = [{"step": step, "sched": self.scheduler.state_dict(), "py_rng": random.getstate(),
-                   "np_rng": np.random.get_state(), "start_eval": getattr(self, "start_eval", None),
-                   "start_records": getattr(self, "start_records", None)} if self.rank0 else None]
-        if parallel.world_size() > 1:
-            torch.distributed.broadcast_object_list(common, src=0)
-        checkpoint.save_step(self.run_dir, step, self.ddp, self.opt, self.sched, common[0])
-        checkpoint.prune_steps(self.run_dir, self.rc.train["keep_steps"])
+    def state(self) -> dict:
+        """Rank 0's scheduler, RNG and the evaluation at start: a resumed run continues them."""
+        return {"sched": self.scheduler.state_dict(), "py_rng": random.getstate(), "np_rng": np.random.get_state(),
+                "start_eval": self.start_eval, "start_records": self.start_records}
 
     def evaluate(self) -> tuple[dict, list[dict]]:
         """(table, per-item records) of the engine's weights under the project's one protocol (domains.evaluate);
@@ -405,56 +382,48 @@ class Trainer:
                                         workers=rw.workers, sandbox_slots=rw.sandbox_slots))
         return evaluate.summarize(recs), recs
 
-    def publish(self) -> int:
-        from model import checkpoint, hf_io, manifest as mf, parallel, recipe, results
+    def finish(self) -> None:
+        self.table, self.recs = self.evaluate() if self.run.rank0 else (None, None)
+
+    def export(self, tmp: Path) -> None:
         from rl import sync
 
-        table, recs = self.evaluate() if self.rank0 else (None, None)
-        name = [str(mf.staging_dir(self.a.out)) if self.rank0 else None]
-        torch.distributed.broadcast_object_list(name, src=0)
-        tmp = Path(name[0])
-        checkpoint.save_model_only(self.ddp, tmp / "mcore")
-        sync.write_hf(self.ddp, self.rc.model, tmp / "hf", self.a.inp / "tokenizer")
-        self.close()
-        parallel.destroy()
-        if not self.rank0:
-            return 0
-        self.log("eval final | " + _eval_line(table))
-        recipe.dump(self.rc.cfg, tmp / "config.yaml")
-        (tmp / "model_config.json").write_text(json.dumps(self.rc.model.to_dict(), indent=2))
-        shutil.copytree(self.a.inp / "tokenizer", tmp / "tokenizer", ignore=shutil.ignore_patterns("manifest.json"))
-        hf_io.copy_tokenizer(self.a.inp / "tokenizer", tmp / "hf")
-        last = _last_metrics(self.metrics_path)
-        start_eval = getattr(self, "start_eval", None)
-        start_recs = getattr(self, "start_records", None)
-        from domains import evaluate
+        sync.write_hf(self.run.ddp, self.rc.model, tmp / "hf", self.a.inp / "tokenizer")
 
-        delta = evaluate.paired_delta(start_recs, recs) if start_recs else None
-        if delta:
-            self.log("eval delta vs step 0 | " + _delta_line(delta))
-        metrics = {"steps": self.rc.train["steps"], "resumed_at": self.start, "eval": table,
-                   "heldout_pass_rate": (table.get("all", {}).get("heldout") or {}).get("pass_rate"),
-                   "eval_at_start": start_eval,
-                   "heldout_pass_rate_at_start": ((start_eval or {}).get("all", {}).get("heldout") or {}).get("pass_rate"),
-                   "heldout_delta": ((delta or {}).get("all") or {}).get("heldout"),
-                   "eval_protocol": {k: getattr(self.cfg.eval, k) for k in ("samples", "temperature", "seed",
-                                                                            "per_domain", "splits", "families")},
-                   "last_step": last}
-        data = {"data": {"path": str(self.a.data), "manifest_sha256": mf.sha256_file(self.a.data / "manifest.json")},
+    def publish_extras(self, tmp: Path) -> tuple[dict, dict]:
+        from domains import evaluate
+        from model import hf_io
+
+        table, start_eval = self.table, self.start_eval
+        self.run.log("eval final | " + _eval_line(table))
+        hf_io.copy_tokenizer(self.a.inp / "tokenizer", tmp / "hf")
+        self.delta = evaluate.paired_delta(self.start_records, self.recs) if self.start_records else None
+        if self.delta:
+            self.run.log("eval delta vs step 0 | " + _delta_line(self.delta))
+        self.metrics = {
+            "steps": self.rc.train["steps"], "resumed_at": self.run.start, "eval": table,
+            "heldout_pass_rate": (table.get("all", {}).get("heldout") or {}).get("pass_rate"),
+            "eval_at_start": start_eval,
+            "heldout_pass_rate_at_start": ((start_eval or {}).get("all", {}).get("heldout") or {}).get("pass_rate"),
+            "heldout_delta": ((self.delta or {}).get("all") or {}).get("heldout"),
+            "eval_protocol": {k: getattr(self.cfg.eval, k) for k in ("samples", "temperature", "seed", "per_domain",
+                                                                     "splits", "families")},
+            "last_step": _last_metrics(self.metrics_path)}
+        data = {"data": {"path": str(self.a.data),
+                         "manifest_sha256": manifest.sha256_file(self.a.data / "manifest.json")},
                 "rl_config": self.cfg.to_dict(), "scheduler": self.scheduler.summary()}
-        mf.write_manifest(tmp, stage="rl", parent=self.a.inp, config=self.rc.cfg, seed=self.rc.train["seed"],
-                          metrics=metrics, model_config=self.rc.model.to_dict(), extra=data)
-        mf.publish(tmp, self.a.out)
-        results.write(self.a.results / "eval.json", "rl.eval", {"per_family": table, "steps": self.rc.train["steps"],
-                                                                "per_family_at_start": start_eval,
-                                                                "paired_delta": delta,
-                                                                "protocol": metrics["eval_protocol"],
-                                                                "items": recs, "items_at_start": start_recs,
-                                                                "recipe": self.rc.cfg.get("recipe")},
+        return self.metrics, data
+
+    def published(self) -> None:
+        """results/rl/eval.json names the published checkpoint's manifest."""
+        from model import results
+
+        results.write(self.a.results / "eval.json", "rl.eval",
+                      {"per_family": self.table, "steps": self.rc.train["steps"],
+                       "per_family_at_start": self.start_eval, "paired_delta": self.delta,
+                       "protocol": self.metrics["eval_protocol"], "items": self.recs,
+                       "items_at_start": self.start_records, "recipe": self.rc.cfg.get("recipe")},
                       measured=self.a.out)
-        shutil.rmtree(self.run_dir, ignore_errors=True)
-        print(f"rl checkpoint -> {self.a.out}", flush=True)
-        return 0
 
 
 def _tuple_state(st):
