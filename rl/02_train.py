@@ -20,7 +20,6 @@ step checkpoints, publishing) is model/driver.py's, shared with pretraining and 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -36,24 +35,17 @@ if not __package__:  # run by path: the project's packages import from the repos
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from model import manifest  # noqa: E402
+from model import cli, manifest  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 from model.driver import Hooks, drive  # noqa: E402
 
 
 def parse(argv):
-    from model import sections
-
-    ap = argparse.ArgumentParser(description=__doc__, epilog=sections.epilog("rl"),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--in", dest="inp", type=Path, required=True, help="parent checkpoint (checkpoints/sft)")
-    ap.add_argument("--data", type=Path, required=True, help="domains export with rl/ and eval/ (data/domains)")
-    ap.add_argument("--out", type=Path, required=True, help="output checkpoint directory (checkpoints/rl)")
-    ap.add_argument("--results", type=Path, default=Path("results/rl"),
-                    help="where metrics.jsonl and eval.json go")
-    ap.add_argument("--recipe", default="tiny_cpu", help="rl/recipes/<name>.yaml or a path")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a recipe value, e.g. --set train.steps=4 --set sched.mode=uniform")
+    ap = cli.parser(__doc__, "rl", inp="parent checkpoint (checkpoints/sft)",
+                    data="domains export with rl/ and eval/ (data/domains)",
+                    out="output checkpoint directory (checkpoints/rl)")
+    ap.add_argument("--results", type=Path, default=Path("results/rl"), help="where metrics.jsonl and eval.json go")
+    cli.recipe_args(ap, "rl", "train.steps=4 --set sched.mode=uniform")
     return ap.parse_args(argv)
 
 
@@ -87,7 +79,7 @@ def main(argv=None) -> int:
     from model import loop, recipe
     from rl.config import RLConfig
 
-    try:
+    with cli.input_errors(ValueError):  # ValueError too, as before: RL tasks that fail to load from --data
         loaded = recipe.load_recipe("rl", a.recipe, a.overrides)  # a mistyped key fails before any input is read
         parent = manifest.verify(a.inp)  # any stage with mcore/, hf/, tokenizer/ (normally sft)
         if not (a.data / "manifest.json").exists():
@@ -108,9 +100,6 @@ def main(argv=None) -> int:
         if needs_box and not available():
             raise ConfigError("code/terminal domains need the sandbox package, which does not import: "
                               "set sched.families to exclude them")
-    except (ConfigError, manifest.CheckpointError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     return drive(rc, a.out, Trainer(a, rc, cfg, rows, data_m, needs_box))
 
 
