@@ -33,6 +33,9 @@ EXCLUDED = {
                                                               "the manifest it hashes, whose content is compared in full",
     "ISO timestamps and timing values (name=value) in text files": "the model card's provenance table prints them",
     "a manifest's sha256 of a text file": "the text file is compared itself, after the normalisations above",
+    "the bytes of torch_dist mcore/.metadata (and their sha256 in manifests)": "the pickle of equal Metadata differs "
+                                                                              "in byte order between runs; compared "
+                                                                              "unpickled instead",
     "figures/*.png": "each figure's footer prints its sources' paths and creation times (provenance by design); the "
                      "results files they are drawn from and the executed notebooks are compared",
 }
@@ -73,9 +76,19 @@ def normalized(run: Path) -> dict[str, object]:
     """Every file of a run: relative path -> normalised JSON value, normalised text, or sha256 of the bytes."""
     run = Path(run)
     names, out = _manifest_names(run), {}
-    for f in sorted(p for p in run.rglob("*") if p.is_file()):
+    found = sorted(p for p in run.rglob("*") if p.is_file())
+    if not found:  # two empty (or missing, or symlinked: rglob does not follow links) runs must not be "identical"
+        raise SystemExit(f"error: {run} holds no files to compare: pass the directory a run wrote (links are not followed)")
+    for f in found:
         rel = str(f.relative_to(run))
         if rel.startswith("figures/") and f.suffix == ".png":
+            continue
+        if f.name == ".metadata" and f.parent.name == "mcore":
+            import pickle
+
+            import torch  # noqa: F401  (the pickle holds torch.distributed.checkpoint classes)
+
+            out[rel] = pickle.loads(f.read_bytes())  # dataclasses: compared by value
             continue
         if f.suffix not in TEXT:
             out[rel] = "sha256:" + hashlib.sha256(f.read_bytes()).hexdigest()
@@ -84,7 +97,8 @@ def normalized(run: Path) -> dict[str, object]:
         if f.suffix in (".json", ".ipynb"):
             out[rel] = _strip(json.loads(text))
             if f.name == "manifest.json" and isinstance(out[rel].get("files"), dict):
-                out[rel]["files"] = {k: ("<compared as text>" if Path(k).suffix in TEXT else v)
+                out[rel]["files"] = {k: ("<compared as text>" if Path(k).suffix in TEXT else
+                                         "<compared unpickled>" if k.endswith("mcore/.metadata") else v)
                                      for k, v in out[rel]["files"].items()}
         elif f.suffix == ".jsonl":
             out[rel] = [_strip(json.loads(x)) for x in text.splitlines() if x.strip()]

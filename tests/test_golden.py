@@ -56,3 +56,23 @@ def test_golden_check_fails_when_a_curve_moves_beyond_its_tolerance(tmp_path):
     moved = golden.check(make_run(tmp_path / "moved", loss=2.5 * (1 + 1e-5)), g)
     assert moved and "curves/base[1]/loss" in moved[0], moved
     assert golden.check(make_run(tmp_path / "count", passed=2), g)
+
+
+def test_a_run_with_no_files_is_refused_not_identical(tmp_path):
+    # rglob does not follow links: two runs given as symlinked directories compared 0 files and were "identical"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").symlink_to(make_run(tmp_path / "real"))
+    with pytest.raises(SystemExit, match="holds no files"):
+        golden.main(["same", str(tmp_path / "a"), str(tmp_path / "b")])
+
+
+def test_torch_dist_metadata_is_compared_unpickled(tmp_path):
+    import pickle
+
+    a, b, c = (make_run(tmp_path / x) for x in "abc")
+    for run, meta in ((a, {"x": 1, "y": 2}), (b, {"y": 2, "x": 1}), (c, {"x": 1, "y": 3})):
+        (run / "ck/sft/mcore").mkdir()
+        (run / "ck/sft/mcore/.metadata").write_bytes(pickle.dumps(meta))  # a and b: equal, other bytes
+    assert (a / "ck/sft/mcore/.metadata").read_bytes() != (b / "ck/sft/mcore/.metadata").read_bytes()
+    assert golden.differences(golden.normalized(a), golden.normalized(b)) == []
+    assert golden.differences(golden.normalized(a), golden.normalized(c)) == ["/ck/sft/mcore/.metadata/y: '2' != '3'"]
