@@ -4,7 +4,7 @@
     from pathlib import Path
 
     if not __package__:  # run by path: the project's packages import from the repository root, as modules
-        sys.exit("error: run it from the repository root as a module: python -m rl.02_train ...")
+        sys.exit("error: run it from the repository root as a module: python -m rl.01_train ...")
 
     from model import cli, loop, manifest, recipe  # noqa: E402
     from model.config import ConfigError  # noqa: E402
@@ -28,7 +28,7 @@ A script states an input check's failure by raising ConfigError (or CheckpointEr
 printing its own `error:` line (tests/test_cli.py holds every entry script to that). `input_errors` exits the way
 argparse does on a usage error, SystemExit(2), so a caller in the same process sees the same status as a shell.
 
-The run-by-path guard cannot live here: run by path (`python rl/02_train.py`), Python puts rl/ first on sys.path
+The run-by-path guard cannot live here: run by path (`python rl/01_train.py`), Python puts rl/ first on sys.path
 instead of the repository root, so no project module imports, this one included. Each script keeps the two lines
 above, verbatim but for its module name, before its first project import (tests/test_cli.py checks that too).
 

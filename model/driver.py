@@ -2,10 +2,10 @@
 
     process groups -> model + optimizer -> hooks.prepare -> resume from `<out>.run/` latest step (or a fresh
     start) -> hooks.setup -> hooks.step per step, step checkpoints ({"step", **hooks.state()}) + pruning ->
-    hooks.finish -> publish `<out>/` atomically: staging dir, mcore/, hooks.export, config.yaml,
+    hooks.finish -> publish `<out>/` atomically: staging dir, mcore/, hooks.write_collective, config.yaml,
     model_config.json, tokenizer/, hooks.publish_extras, manifest.json last -> hooks.published -> run dir removed.
 
-Used by model/loop.run (pretraining, SFT, the fast variant's draft: next-token loss) and rl/02_train.py (GRPO).
+Used by model/loop.run (pretraining, SFT, the fast variant's draft: next-token loss) and rl/01_train.py (GRPO).
 """
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ class Hooks:
     def finish(self) -> None:
         """After the last step: the final evaluation."""
 
-    def export(self, tmp: Path) -> None:
-        """Before the process groups close: outputs written collectively into the staging dir."""
+    def write_collective(self, tmp: Path) -> None:
+        """Before the process groups close: outputs all ranks write together into the staging dir."""
 
     def publish_extras(self, tmp: Path) -> tuple[dict, dict | None]:
         """Rank 0: the stage's files in the staging dir; returns the manifest's metrics and extra fields."""
@@ -136,7 +136,7 @@ class Run:
         torch.distributed.broadcast_object_list(name, src=0)
         tmp = Path(name[0])
         checkpoint.save_model_only(self.ddp, tmp / "mcore")
-        h.export(tmp)
+        h.write_collective(tmp)
         h.close()
         parallel.destroy()
         if not self.rank0:

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # What post-training unlocks: pass rate per task family, base → SFT → RL
 # Reads `results/{base,sft,rl}/eval.json` (schema `eval.quick` from `sft/03_eval.py`, `rl.eval` from
-# `rl/02_train.py`: `per_family[family][train|heldout] = {tasks, passed, infra_errors, pass_rate}`).
+# `rl/01_train.py`: `per_family[family][train|heldout] = {tasks, passed, infra_errors, pass_rate}`).
 # Bars are pass rates over the scored tasks (infra errors excluded, as in the eval); error bars are 95%
 # Wilson intervals, so small task counts show as wide bars.
 # An RL eval with a sampled protocol (`protocol.samples > 0`: n completions per task at a temperature, the

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Generalization from domain coverage: held-out pass rate vs number of RL training domains
 # Reads `results/rl/experiments/domain_scaling.json` (schema `rl.experiment.domain_scaling`, written by
-# `rl/03_experiments.py domain_scaling`, `make rl-scaling`): per arm `k<K>_s<S>` (K training domains or
+# `rl/02_experiments.py domain_scaling`, `make rl-scaling`): per arm `k<K>_s<S>` (K training domains or
 # `all`, equal step budget, seed S) the held-out pass rate at the end (`heldout_pass_rate`) and the parent's
 # under the same protocol before training (`heldout_pass_rate_at_start`), plus the paired change
 # (`heldout_delta`). Dots are seeds (bars: each run's 95% Wilson interval over held-out tasks), the line

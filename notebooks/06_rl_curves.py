@@ -1,9 +1,9 @@
 # %% [markdown]
 # # RL training curves: pass rate per family, zero-variance groups, scheduler ablation
-# Reads `results/rl/metrics.jsonl` (one line per step from `rl/02_train.py`: `step`, `pass_rate`,
+# Reads `results/rl/metrics.jsonl` (one line per step from `rl/01_train.py`: `step`, `pass_rate`,
 # `per_family[f].pass_rate`, `zero_var_frac` = fraction of sampled groups whose rewards were all equal,
 # i.e. no gradient) and, for the ablation, `results/rl/experiments/scheduler/<mode>_s<S>/metrics.jsonl`
-# (`rl/03_experiments.py scheduler`, `make rl-sched-ablation`: uniform sampling vs the pass-rate-aware
+# (`rl/02_experiments.py scheduler`, `make rl-sched-ablation`: uniform sampling vs the pass-rate-aware
 # scheduler at equal steps). Curves are moving averages.
 
 # %%
@@ -57,7 +57,7 @@ else:
 
 # %%
 runs = defaultdict(list)
-for q in find_all("rl/experiments/scheduler/*_s*/metrics.jsonl"):  # rl/03_experiments.py scheduler: <mode>_s<S>/
+for q in find_all("rl/experiments/scheduler/*_s*/metrics.jsonl"):  # rl/02_experiments.py scheduler: <mode>_s<S>/
     m = re.fullmatch(r"(.+)_s(\d+)", q.parent.name)
     if m:
         runs[m.group(1)].append(load_jsonl(q))

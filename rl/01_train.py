@@ -1,12 +1,12 @@
 """RL with verifiable rewards over many domains: vLLM rollouts, domain verifiers, GRPO on Megatron-Core.
 
     # tiny CPU default (after `make sft data`)
-    python -m rl.02_train --in checkpoints/sft --data data/domains --out checkpoints/rl
-    # micro (tests): python -m rl.02_train --in CHAIN/sft --data CHAIN/domains --out /tmp/rl --recipe micro_cpu
+    python -m rl.01_train --in checkpoints/sft --data data/domains --out checkpoints/rl
+    # micro (tests): python -m rl.01_train --in CHAIN/sft --data CHAIN/domains --out /tmp/rl --recipe micro_cpu
     # 2 processes on the CPU, expert-parallel trainer (rank 0 owns the rollout engine)
-    torchrun --nproc-per-node 2 -m rl.02_train --in checkpoints/sft --data data/domains --out checkpoints/rl --set parallel.ep=2
+    torchrun --nproc-per-node 2 -m rl.01_train --in checkpoints/sft --data data/domains --out checkpoints/rl --set parallel.ep=2
     # cluster: one node of 8 H200, colocated engine with sleep/wake (see rl/recipes/qwen3_30b_a3b_h200x8.yaml)
-    torchrun --nproc-per-node 8 -m rl.02_train --in checkpoints/sft --data data/domains --out checkpoints/rl --recipe qwen3_30b_a3b_h200x8
+    torchrun --nproc-per-node 8 -m rl.01_train --in checkpoints/sft --data data/domains --out checkpoints/rl --recipe qwen3_30b_a3b_h200x8
 
 One step: the scheduler picks prompts -> the engine samples `samples_per_prompt` multi-turn rollouts each
 (tools executed, observations appended) -> verifiers score them concurrently (infra errors excluded and
@@ -30,7 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
-    sys.exit("error: run it from the repository root as a module: python -m rl.02_train ...")
+    sys.exit("error: run it from the repository root as a module: python -m rl.01_train ...")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -42,7 +42,7 @@ from model.driver import Hooks, drive  # noqa: E402
 
 def parse(argv):
     ap = cli.parser(__doc__, "rl", inp="parent checkpoint (checkpoints/sft)",
-                    data="domains export with rl/ and eval/ (data/domains)",
+                    data="domains datasets with rl/ and eval/ (data/domains)",
                     out="output checkpoint directory (checkpoints/rl)")
     ap.add_argument("--results", type=Path, default=Path("results/rl"), help="where metrics.jsonl and eval.json go")
     cli.recipe_args(ap, "rl", "train.steps=4 --set sched.mode=uniform")
@@ -50,7 +50,7 @@ def parse(argv):
 
 
 def load_rows(data: Path, sched_cfg, seed: int) -> dict:
-    """Domain -> exported RL tasks, restricted by sched.families and sched.num_domains."""
+    """Domain -> RL tasks of the domains datasets, restricted by sched.families and sched.num_domains."""
     import datasets
 
     import domains
@@ -65,7 +65,7 @@ def load_rows(data: Path, sched_cfg, seed: int) -> dict:
         fam[r["domain"]] = r["family"]
     if not rows:
         raise ConfigError(f"no RL tasks in {data / 'rl'} for sched.families={sched_cfg.families}: "
-                          "check the export's families or the recipe")
+                          "check the datasets' families or the recipe")
     keep = select_domains(sorted(rows), fam, sched_cfg.num_domains, seed)
     return {n: rows[n] for n in keep}
 
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
         loaded = recipe.load_recipe("rl", a.recipe, a.overrides)  # a mistyped key fails before any input is read
         parent = manifest.verify(a.inp)  # any stage with mcore/, hf/, tokenizer/ (normally sft)
         if not (a.data / "manifest.json").exists():
-            raise manifest.CheckpointError(f"{a.data}: no domains export manifest; run `make data`")
+            raise manifest.CheckpointError(f"{a.data}: no domains datasets manifest; run `make data`")
         data_m = manifest.verify(a.data, stage="data")
         if not (a.data / "rl").is_dir() or not (a.data / "eval").is_dir():
             raise manifest.CheckpointError(f"{a.data}: missing rl/ or eval/; rerun `python -m domains datasets`")
@@ -374,7 +374,8 @@ class Trainer(Hooks):
     def finish(self) -> None:
         self.table, self.recs = self.evaluate() if self.run.rank0 else (None, None)
 
-    def export(self, tmp: Path) -> None:
+    def write_collective(self, tmp: Path) -> None:
+        """hf/ of the trained policy (sync.write_hf: every rank takes part, rank 0 writes)."""
         from rl import sync
 
         sync.write_hf(self.run.ddp, self.rc.model, tmp / "hf", self.a.inp / "tokenizer")

@@ -1,14 +1,14 @@
 """RL experiments at an equal step budget, evaluated on the held-out domains: domain scaling, scheduler ablation.
 
     # domain scaling: train on k training domains (family-stratified seeded choice), k in {1, 4, 16, 64, all}
-    python -m rl.03_experiments domain_scaling --in checkpoints/sft --data data/domains \
+    python -m rl.02_experiments domain_scaling --in checkpoints/sft --data data/domains \
         --out results/rl/experiments/domain_scaling.json --ks 1,4,16,64,all --seeds 0
     # scheduler ablation: uniform sampling vs the pass-rate-aware scheduler
-    python -m rl.03_experiments scheduler --in checkpoints/sft --data data/domains \
+    python -m rl.02_experiments scheduler --in checkpoints/sft --data data/domains \
         --out results/rl/experiments/scheduler.json --seeds 0,1
     # micro (minutes): add --recipe micro_cpu; cluster: --recipe qwen3_30b_a3b_h200x8 --launch "torchrun --nproc-per-node 8"
 
-Each arm is one rl/02_train.py run with the same recipe and train.steps; only the arm's setting and the seed
+Each arm is one rl/01_train.py run with the same recipe and train.steps; only the arm's setting and the seed
 change. Layout (arm names: k<K>_s<S> for domain scaling, <uniform|pass_rate>_s<S> for the scheduler):
     <out>                       summary (model/results.py schema): per arm the held-out pass rate at the end, the
                                 parent's under the same protocol (eval.at_start), the paired delta, curve summary
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
-    sys.exit("error: run it from the repository root as a module: python -m rl.03_experiments ...")
+    sys.exit("error: run it from the repository root as a module: python -m rl.02_experiments ...")
 
 from model import cli, manifest, results  # noqa: E402
 from model.config import ConfigError  # noqa: E402
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         if not (ckpt / "manifest.json").exists():
-            cmd = shlex.split(a.launch) + ["-m", "rl.02_train", "--in", str(a.inp), "--data", str(a.data), "--out",
+            cmd = shlex.split(a.launch) + ["-m", "rl.01_train", "--in", str(a.inp), "--data", str(a.data), "--out",
                                            str(ckpt), "--results", str(run_dir), "--recipe", a.recipe]
             cmd += [x for s in a.overrides + sets for x in ("--set", s)]
             print(f"[{name}] {' '.join(shlex.quote(c) for c in cmd)}", flush=True)

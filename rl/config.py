@@ -1,6 +1,6 @@
 """Typed RL config: the recipe's rollout/algo/reward/sched/eval sections (train/parallel/optim are model/loop's).
 
-Every field has a default and a one-line meaning (its comment, shown by `rl/02_train.py --help`);
+Every field has a default and a one-line meaning (its comment, shown by `rl/01_train.py --help`);
 `RLConfig.from_dict(cfg)` checks keys and value kinds the way every recipe is checked (model/sections.py) and the
 cross-field rules, before any process, engine or model exists, naming the numbers and the fix. SCHEMA is the whole
 rl recipe: these sections plus the training sections of model/loop.py.

@@ -6,16 +6,16 @@ RL_EXP_LAUNCH = $(PY)$(if $(filter 1,$(NPROC)),, -m torch.distributed.run --stan
 
 rl: $(CKPT)/rl/manifest.json ## RL from the SFT checkpoint over the training domains (resumes after a kill)
 $(CKPT)/rl/manifest.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
-	$(LAUNCH) -m rl.02_train --in $(CKPT)/sft --data $(DATA)/domains --out $(CKPT)/rl --results $(RESULTS)/rl --recipe $(RECIPE)
+	$(LAUNCH) -m rl.01_train --in $(CKPT)/sft --data $(DATA)/domains --out $(CKPT)/rl --results $(RESULTS)/rl --recipe $(RECIPE)
 
 rl-scaling: $(RESULTS)/rl/experiments/domain_scaling.json ## RL on k in RL_KS training domains, equal steps, held-out pass rate
 $(RESULTS)/rl/experiments/domain_scaling.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
-	$(PY) -m rl.03_experiments domain_scaling --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
+	$(PY) -m rl.02_experiments domain_scaling --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
 		--work $(CKPT)/rl_experiments/domain_scaling --ks $(RL_KS) --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
 
 rl-sched-ablation: $(RESULTS)/rl/experiments/scheduler.json ## uniform vs pass-rate-aware task scheduler at equal steps
 $(RESULTS)/rl/experiments/scheduler.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
-	$(PY) -m rl.03_experiments scheduler --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
+	$(PY) -m rl.02_experiments scheduler --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
 		--work $(CKPT)/rl_experiments/scheduler --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
 
 rl-experiments: rl-scaling rl-sched-ablation ## both RL experiments -> results/rl/experiments/

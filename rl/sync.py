@@ -59,7 +59,8 @@ def write_hf(ddp, mcfg, out_dir: Path, tokenizer_dir: Path, dtype: str = "float3
 
 
 def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path) -> dict:
-    """Export + in-place reload (engine only on rank 0). Timings: export_s, reload_s; bytes."""
+    """HF write + in-place reload (engine only on rank 0). Timings: export_s (the HF write; the key
+    results/reference/ holds), reload_s; bytes."""
     from model import parallel
 
     t0 = time.perf_counter()

@@ -19,7 +19,7 @@ $(CKPT)/fast/manifest.json: $(CKPT)/$(SERVE_FROM)/manifest.json $(DATA)/domains/
 
 # export's and fast's model cards list the results files measuring SERVE_FROM that exist when the card is written.
 # Under -j the evals of SERVE_FROM made by the same make would race the card: they come after it, as in the
-# sequential demo (fast, then eval). The quick evals are base's and sft's (sft/stage.mk): rl/02_train.py writes
+# sequential demo (fast, then eval). The quick evals are base's and sft's (sft/stage.mk): rl/01_train.py writes
 # results/rl/eval.json itself, with the rl checkpoint.
 SERVE_CARDS := $(call after,export fast)
 ifneq ($(SERVE_CARDS),)

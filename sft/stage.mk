@@ -11,7 +11,7 @@ $(CKPT)/sft/manifest.json: $(DATA)/sft/manifest.json $(CKPT)/base/manifest.json
 eval-sft: $(RESULTS)/base/eval.json $(RESULTS)/sft/eval.json ## pass rate per family, train and held-out domains, base and SFT
 
 # the quick eval of base and SFT: results/<stage>/eval.json (schema eval.quick). A static pattern, not %/eval.json:
-# results/rl/eval.json is rl/02_train.py's own (schema rl.eval), written with the rl checkpoint
+# results/rl/eval.json is rl/01_train.py's own (schema rl.eval), written with the rl checkpoint
 QUICK_EVAL := base sft
 $(QUICK_EVAL:%=$(RESULTS)/%/eval.json): $(RESULTS)/%/eval.json: $(CKPT)/%/manifest.json $(DATA)/domains/manifest.json
 	$(PY) -m sft.03_eval --in $(CKPT)/$* --data $(DATA)/domains --out $@

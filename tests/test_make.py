@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # flags naming what a step reads; --out (and rl's --results) name what it writes
 READS = ("--in", "--data", "--base", "--corpus", "--tokenizer", "--fast", "--metrics", "--results")
 WRITES = {"--out"}
-WRITES_BY_SCRIPT = {"rl/02_train.py": {"--results"}}
+WRITES_BY_SCRIPT = {"rl/01_train.py": {"--results"}}
 # the model cards of fast and export list the results files measuring their target that exist when written: a
 # writer of those may come before or after the card (the sequential demo's order: after), never beside it
 CARD_SCRIPTS = ("serving/02_fast.py", "serving/01_export.py")
@@ -131,7 +131,7 @@ def test_eval_builds_no_checkpoint_it_finds(tmp_path):
 
 
 def test_quick_eval_never_overwrites_rl_results(tmp_path):
-    """results/rl/eval.json is rl/02_train.py's (schema rl.eval): sft/03_eval.py's pattern must not claim it."""
+    """results/rl/eval.json is rl/01_train.py's (schema rl.eval): sft/03_eval.py's pattern must not claim it."""
     (tmp_path / "ck" / "rl").mkdir(parents=True)
     (tmp_path / "ck" / "rl" / "manifest.json").write_text("{}")
     r = subprocess.run(["make", "-n", f"{tmp_path}/r/rl/eval.json", f"CKPT={tmp_path}/ck", f"RESULTS={tmp_path}/r"],

@@ -1,7 +1,7 @@
 """One evaluation protocol: the same checkpoint gets the same pass counts through every stage that evaluates it.
 
 The checkpoint is tests/trained_fixtures.target (a micro model that passes the memorised eval tasks: identical
-zeros would prove nothing). Callers: sft/03_eval.py (the quick eval of `make eval-sft`), rl/02_train.py's
+zeros would prove nothing). Callers: sft/03_eval.py (the quick eval of `make eval-sft`), rl/01_train.py's
 evaluation of its parent before step 1 (eval.at_start), eval/01_eval.py's quick suite, and serving's pass-rate
 check (bench_fast: the served configuration in its own engine process). Each runs domains/evaluate.py on the
 same items with the same settings; each must give every item the same counts.
@@ -44,7 +44,7 @@ def by_caller(target, memorised, tmp_path_factory) -> dict[str, list[tuple]]:
              "--per-domain", str(PER_DOMAIN), "--max-tokens", str(MAX_TOKENS)])
     assert r.returncode == 0, r.stderr[-3000:]
     out["sft/03_eval"] = _items(json.loads((d / "q.json").read_text())["items"])
-    r = run([sys.executable, "-m", "rl.02_train", "--in", str(target), "--data", str(memorised), "--out", str(d / "rl"),
+    r = run([sys.executable, "-m", "rl.01_train", "--in", str(target), "--data", str(memorised), "--out", str(d / "rl"),
              "--results", str(d / "rl_results"), "--recipe", "micro_cpu", "--set", "train.steps=1",
              "--set", "eval.at_start=true", "--set", f"eval.per_domain={PER_DOMAIN}",
              "--set", f"eval.max_tokens={MAX_TOKENS}", "--set", "eval.splits=[train,heldout]",

@@ -129,7 +129,7 @@ def test_documented_layouts_draw_every_figure(tmp_path):
     step = lambda s, pr: {"step": s, "pass_rate": pr, "zero_var_frac": 0.5 - pr / 4,  # noqa: E731
                           "per_family": {"math": {"pass_rate": pr}, "agent": {"pass_rate": None}}}
     w("rl/metrics.jsonl", "".join(json.dumps(step(s, s / 40)) + "\n" for s in range(1, 21)))
-    # rl/03_experiments.py: a summary per experiment, each arm's files in <summary without .json>/<arm>/
+    # rl/02_experiments.py: a summary per experiment, each arm's files in <summary without .json>/<arm>/
     w("rl/experiments/domain_scaling.json", {"schema": {"name": "rl.experiment.domain_scaling", "version": 1},
         "recipe": "tiny_cpu", "arms": {f"k{k}_s{seed}": {"heldout_pass_rate": 0.2 + 0.01 * seed + 0.001 * len(k),
                                                          "heldout_pass_rate_at_start": 0.15}

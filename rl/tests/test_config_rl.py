@@ -13,7 +13,7 @@ from rl.tests.conftest import ROOT, run
 
 def train(tmp_path, *extra: str):
     out = tmp_path / "rl"
-    r = run([sys.executable, "-m", "rl.02_train", "--in", str(tmp_path / "sft"), "--data", str(tmp_path / "data"),
+    r = run([sys.executable, "-m", "rl.01_train", "--in", str(tmp_path / "sft"), "--data", str(tmp_path / "data"),
              "--out", str(out), "--results", str(tmp_path / "results"), *extra], timeout=300)
     return r, out
 
@@ -39,7 +39,7 @@ def test_mistyped_recipe_file_key_is_refused_by_name(tmp_path):
 
 
 def test_help_lists_the_recipe_fields_with_their_help():
-    r = run([sys.executable, "-m", "rl.02_train", "--help"], timeout=300)
+    r = run([sys.executable, "-m", "rl.01_train", "--help"], timeout=300)
     assert r.returncode == 0
     assert any(ln.split()[:3] == ["samples_per_prompt", "=", "4"] and "the GRPO group size" in ln
                for ln in r.stdout.splitlines()), r.stdout

@@ -1,4 +1,4 @@
-"""rl/03_experiments.py: arm names and where each arm's files go (weights never under results/)."""
+"""rl/02_experiments.py: arm names and where each arm's files go (weights never under results/)."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-exp = importlib.import_module("rl.03_experiments")
+exp = importlib.import_module("rl.02_experiments")
 
 
 def _args(experiment, ks="1,4,all", seeds="0,1"):

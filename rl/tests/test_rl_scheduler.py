@@ -59,12 +59,12 @@ def test_curriculum_promotes_then_demotes():
     assert s.level["math.gcd"] == 0
 
 
-def test_tasks_come_from_the_export_then_fresh_seeds_at_the_level():
+def test_tasks_come_from_the_domains_datasets_then_fresh_seeds_at_the_level():
     s = Scheduler(rows(["math.gcd"]), SchedConfig(), seed=0)
-    exported = [t.seed for t in rows(["math.gcd"])["math.gcd"]]
+    from_data = [t.seed for t in rows(["math.gcd"])["math.gcd"]]
     got = [s.next(1)[0][1] for _ in range(5)]
-    assert [t.seed for t in got[:3]] == exported
-    assert got[3].seed != got[4].seed and got[3].seed not in exported
+    assert [t.seed for t in got[:3]] == from_data
+    assert got[3].seed != got[4].seed and got[3].seed not in from_data
 
 
 def test_state_round_trip_continues_identically():

@@ -22,7 +22,7 @@ KEYS = ("reward", "pass_rate", "zero_var_frac", "mismatch_abs", "rollout_s", "re
 
 def cmd(chain, out, *extra):
     sets = [x for s in SETS + list(extra) for x in ("--set", s)]
-    return [sys.executable, "-m", "rl.02_train", "--in", str(chain / "policy"), "--data", str(chain / "domains"),
+    return [sys.executable, "-m", "rl.01_train", "--in", str(chain / "policy"), "--data", str(chain / "domains"),
             "--out", str(out), "--results", str(out) + ".results", "--recipe", "micro_cpu", *sets]
 
 
@@ -110,8 +110,8 @@ def test_bad_batch_geometry_is_refused_before_work(chain, tmp_path):
     assert not (tmp_path / "rl").exists() and not (tmp_path / "rl.run").exists()
 
 
-def test_missing_data_export_is_refused(chain, tmp_path):
-    r = run([sys.executable, "-m", "rl.02_train", "--in", str(chain / "policy"), "--data", str(tmp_path / "nope"),
+def test_missing_domains_datasets_are_refused(chain, tmp_path):
+    r = run([sys.executable, "-m", "rl.01_train", "--in", str(chain / "policy"), "--data", str(tmp_path / "nope"),
              "--out", str(tmp_path / "rl"), "--recipe", "micro_cpu"], timeout=600)
     assert r.returncode == 2 and "make data" in r.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "rl").exists()
