@@ -36,8 +36,10 @@ class VLLMTarget(EngineTarget):
 
         path = Path(path)
         hf = path / "hf" if (path / "hf" / "config.json").exists() else path
-        if (path / "serving.json").is_file():  # a fast variant runs in the dtype it is served in (serving/02_fast.py):
-            dtype = json.loads((path / "serving.json").read_text()).get("dtype", dtype)  # its int8 GEMMs may take no other
+        # a serving directory (export, fast) runs in the dtype it is served in, over `dtype`: the fast variant's int8
+        # GEMMs take no other on AMX CPUs (serving/02_fast.py)
+        if (path / "serving.json").is_file():
+            dtype = json.loads((path / "serving.json").read_text()).get("dtype", dtype)
         super().__init__(Engine(hf, dtype=dtype, max_model_len=max_model_len, seed=seed, kv_cache_gib=kv_cache_gib,
                                 tensor_parallel_size=tensor_parallel_size), f"vllm:{path}")
 

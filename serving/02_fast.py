@@ -109,7 +109,8 @@ def main(argv=None) -> int:
             print(f"quantized {qstats['quantized_tensors']} tensors ({choice['scheme']}, experts "
                   f"{'quantized' if choice['experts'] else 'kept: ' + choice['experts_reason']})", flush=True)
             metrics: dict = {"quant": qstats}
-            extra: dict = {"quant_experts_reason": choice["experts_reason"], "serve_dtype_reason": choice["dtype_reason"]}
+            extra: dict = {"quant_experts_reason": choice["experts_reason"],
+                           "serve_dtype_reason": choice["dtype_reason"]}
             k = choice["k"]
             if choice["method"] == "draft":
                 from safetensors.torch import load_file

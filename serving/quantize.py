@@ -6,11 +6,11 @@ Weights: symmetric per output channel, int8 (scale = max|w_row| / 127; vLLM CPU 
 fp8 e4m3 (scale = max|w_row| / 448; GPU only: vLLM-CPU has no fp8 kernel), stored as `<name>.weight`
 and `<name>.weight_scale` (float32, [out, 1]). Activations: per token, quantized at run time by
 vLLM (dynamic), so no calibration data is needed. MoE experts are quantized only with `experts=True`:
-vLLM's int8 MoE kernel on CPU needs AMX tiles and bf16/half activations (`experts_supported(dtype)`); without them they stay
-as they are. Embeddings, norms, lm_head and the MoE router stay
-in their original dtype: the router is tiny and its argmax decides expert choice, and vLLM's fused
-MoE kernel expects quantized experts only. No llm-compressor is installed here, so the format is
-written directly; vLLM's CompressedTensorsW8A8Int8 (linear) and W8A8Int8MoE (experts) schemes read it.
+vLLM's int8 MoE kernel on CPU needs AMX tiles and bf16/half activations (`experts_supported(dtype)`); without
+them they stay as they are. Embeddings, norms, lm_head and the MoE router stay in their original dtype: the
+router is tiny and its argmax decides expert choice, and vLLM's fused MoE kernel expects quantized experts only.
+No llm-compressor is installed here, so the format is written directly; vLLM's CompressedTensorsW8A8Int8 (linear)
+and W8A8Int8MoE (experts) schemes read it.
 """
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ module form of its command before its first project import.
 """
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
@@ -75,7 +74,8 @@ def test_the_rules_catch_what_they_name(text, why):
 
 def test_a_step_failure_may_still_print_its_own_line_and_exit_1():
     """Not bad input: a failed step or server says so and exits 1 (serving/02_fast.py, serving/03_serve.py)."""
-    assert not broken_rules('    except (RuntimeError, ValueError) as e:\n        print(f"error: {e}")\n        return 1\n')
+    step_failure = '    except (RuntimeError, ValueError) as e:\n        print(f"error: {e}")\n        return 1\n'
+    assert not broken_rules(step_failure)
 
 
 def test_every_entry_script_stops_a_run_by_path_before_its_first_project_import():
