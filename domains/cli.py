@@ -126,7 +126,7 @@ def cmd_check(a) -> int:
 
 
 DATASETS_KEYS = ("sft_per_domain", "rl_per_domain", "eval_per_domain", "corpus_per_domain", "max_difficulty",
-               "families", "seed")
+                 "families", "seed")
 
 
 def cmd_datasets(a) -> int:
