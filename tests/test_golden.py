@@ -59,11 +59,18 @@ def test_golden_check_fails_when_a_curve_moves_beyond_its_tolerance(tmp_path):
 
 
 def test_a_run_with_no_files_is_refused_not_identical(tmp_path):
-    # rglob does not follow links: two runs given as symlinked directories compared 0 files and were "identical"
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").symlink_to(make_run(tmp_path / "real"))
+    # rglob does not follow links below the run directory: two runs whose ck/ and results/ were symlinks compared
+    # 0 files and were "identical"
+    real_a, real_b = make_run(tmp_path / "real_a"), make_run(tmp_path / "real_b", loss=9.0)
+    for run, real in ((tmp_path / "a", real_a), (tmp_path / "b", real_b)):
+        run.mkdir()
+        for sub in ("ck", "results"):
+            (run / sub).symlink_to(real / sub)
     with pytest.raises(SystemExit, match="holds no files"):
         golden.main(["same", str(tmp_path / "a"), str(tmp_path / "b")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="holds no files"):
+        golden.main(["same", str(real_a), str(tmp_path / "empty")])
 
 
 def test_torch_dist_metadata_is_compared_unpickled(tmp_path):
