@@ -77,9 +77,9 @@ def normalized(run: Path) -> dict[str, object]:
     run = Path(run)
     names, out = _manifest_names(run), {}
     found = sorted(p for p in run.rglob("*") if p.is_file())
-    if not found:  # two empty (or missing, or symlinked: rglob does not follow links) runs must not be "identical"
+    if not found:  # empty, missing, or made of symlinks (rglob follows none below the run dir): never "identical"
         raise SystemExit(f"error: {run} holds no files to compare: pass the directory a run wrote "
-                         "(links are not followed)")
+                         "(links inside it are not followed)")
     for f in found:
         rel = str(f.relative_to(run))
         if rel.startswith("figures/") and f.suffix == ".png":
