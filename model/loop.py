@@ -65,10 +65,9 @@ def resolve(stage_folder: str, recipe_name: str, overrides: list[str], model_dic
 class LossHooks(Hooks):
     """Next-token loss training on `sample(i)` data (model/train.py): the hooks of `run`."""
 
-    def __init__(self, stage, tokenizer_dir, parent, prepare, init, extra_manifest, extra_metrics):
+    def __init__(self, stage, tokenizer_dir, parent, prepare, init, extra_manifest):
         self.stage, self.tokenizer_dir, self.parent = stage, tokenizer_dir, parent
-        self._prepare, self._init = prepare, init
-        self.extra_manifest, self.extra_metrics = extra_manifest, extra_metrics
+        self._prepare, self._init, self.extra_manifest = prepare, init, extra_manifest
         self.losses: list[float] = []
 
     def prepare(self) -> None:
@@ -136,16 +135,14 @@ class LossHooks(Hooks):
         metrics = {"final_train_loss": self.final_loss, "val_loss": self.val, "val_loss_at_start": val_at_start,
                    "steps": total, "resumed_at": start, "tokens": total * tokens_per_step,
                    "wall_s_this_run": self.wall,
-                   "tok_per_s_this_run": (total - start) * tokens_per_step / max(self.wall, 1e-9),
-                   **(self.extra_metrics() if self.extra_metrics else {})}
+                   "tok_per_s_this_run": (total - start) * tokens_per_step / max(self.wall, 1e-9)}
         return metrics, self.extra_manifest
 
 
 def run(rc: RunConfig, *, stage: str, out: Path, tokenizer_dir: Path, parent: Path | None,
         prepare: Callable[[Path], tuple[Callable[[int], dict], Callable[[int], dict]]],
-        init: Callable[[torch.nn.Module], None], extra_manifest: dict | None = None,
-        extra_metrics: Callable[[], dict] | None = None) -> int:
+        init: Callable[[torch.nn.Module], None], extra_manifest: dict | None = None) -> int:
     """Train (or resume) and publish `out`. `prepare(run_dir)` returns (train_sample, val_sample) and may
     cache data in run_dir (all ranks call it; write on rank 0, then barrier). `init(model)` fills a fresh
     model (seeded init or the parent's weights); it is skipped when resuming."""
-    return drive(rc, out, LossHooks(stage, tokenizer_dir, parent, prepare, init, extra_manifest, extra_metrics))
+    return drive(rc, out, LossHooks(stage, tokenizer_dir, parent, prepare, init, extra_manifest))
