@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="eval-rope-") as tmp:  # the RoPE variant lives while its engine runs
         target, rope_info = _rope_target(a, cfg, names, Path(tmp)) if a.rope else (targets.make(a), None)
         out = suites.run(target, cfg, names, tokenizer=tok, data=a.data)
-    doc = results.write(a.out, "eval.stage", {"stage": stage, "target": target.name, "recipe": a.recipe,
+    doc = results.write(a.out, "eval.stage", {"stage": stage, "target": target.name, "dtype": getattr(target, "dtype", None), "recipe": a.recipe,
                                               "rope": rope_info, "suites": out}, measured=a.inp)
     from eval import heldout, longctx, regression
 

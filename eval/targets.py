@@ -40,6 +40,7 @@ class VLLMTarget(EngineTarget):
         # GEMMs take no other on AMX CPUs (serving/02_fast.py)
         if (path / "serving.json").is_file():
             dtype = json.loads((path / "serving.json").read_text()).get("dtype", dtype)
+        self.dtype = dtype  # recorded in results/eval/<stage>.json (an endpoint's is unknown: None)
         super().__init__(Engine(hf, dtype=dtype, max_model_len=max_model_len, seed=seed, kv_cache_gib=kv_cache_gib,
                                 tensor_parallel_size=tensor_parallel_size), f"vllm:{path}")
 

@@ -88,15 +88,19 @@ def main(argv=None) -> int:
         if not batches or min(batches) < 1 or a.reps < 1 or a.max_tokens < 1:
             raise ValueError(f"--batches {a.batches}, --reps {a.reps}, --max-tokens {a.max_tokens} must be positive")
     from domains import evaluate
-    from serving.server import engine_process
+    from serving.server import engine_process, serving_config
 
     prompts = eval_prompts(a.data, max(batches))
     load_before = os.getloadavg()
+    std_dtype = serving_config(std).get("dtype", "float32")
     known = {"standard": dict(ckpt=std), "fast": dict(ckpt=a.fast), "quant_only": dict(ckpt=a.fast, speculative=False),
-             "spec_only": dict(ckpt=a.fast, model=std / "hf"),
+             "spec_only": dict(ckpt=a.fast, model=std / "hf", dtype=std_dtype),  # no int8: the target's own dtype
              "fast_ngram": dict(ckpt=a.fast, speculative=NGRAM)}
     sides = {n: known[n] for n in (a.sides.split(",") if a.sides else
                                    ["standard", "fast"] + (ABLATIONS if a.ablations else []))}
+    # the dtype each side runs in: a side on the fast variant's directory takes its serving.json's (bfloat16 on AMX
+    # CPUs, where vLLM's int8 GEMM takes no float32), so there a ratio includes the dtype change: recorded per side
+    dtypes = {n: kw.get("dtype") or serving_config(kw["ckpt"]).get("dtype", "float32") for n, kw in sides.items()}
     workers = {}
     t_start = time.perf_counter()
     try:
@@ -158,6 +162,7 @@ def main(argv=None) -> int:
     numbers = {
         "baseline": {"name": "standard", "path": str(std), "manifest_sha256": manifest.manifest_hash(std)},
         "fast_config": json.loads((a.fast / "serving.json").read_text()), "fast_quant": fm["metrics"].get("quant"),
+        "dtype_per_side": dtypes,
         "settings": {"batches": batches, "max_tokens": a.max_tokens, "reps": a.reps, "ignore_eos": True,
                      "per_domain": a.per_domain, "quality_max_tokens": a.quality_max_tokens},
         "output_tok_per_s": tok_s, "ratio_vs_standard": ratio,
@@ -176,6 +181,8 @@ def main(argv=None) -> int:
     if pass_rates:
         print(f"pass rate standard {pass_rates['standard']['pass_rate']}, fast {pass_rates['fast']['pass_rate']}, "
               f"delta {delta} points")
+    if len(set(dtypes.values())) > 1:
+        print(f"note: the sides run in different dtypes {dtypes}: the ratios include that change", flush=True)
     print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores -> {a.out}")
     return 0
 

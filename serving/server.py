@@ -43,10 +43,11 @@ def llm_kwargs(cfg: dict) -> dict:
 
 
 def engine_process(ckpt: Path, *, model: Path | None = None, speculative: bool | dict = True, kv_cache_gib: int = 1,
-                   max_model_len: int | None = None):
+                   max_model_len: int | None = None, dtype: str | None = None):
     """The served configuration of ckpt in its own engine process (model.vllm_engine.EngineProcess), so a benchmark
     holds the standard and the fast variant side by side. model: another target (e.g. the draft on the
-    unquantized target); speculative: True = serving.json's, False = none, a dict = this speculative_config."""
+    unquantized target); speculative: True = serving.json's, False = none, a dict = this speculative_config;
+    dtype: another than serving.json's (the unquantized target runs in its own)."""
     from model.vllm_engine import EngineProcess
 
     cfg = serving_config(ckpt)
@@ -55,7 +56,7 @@ def engine_process(ckpt: Path, *, model: Path | None = None, speculative: bool |
         kw.pop("speculative_config", None)
     elif isinstance(speculative, dict):
         kw["speculative_config"] = speculative
-    return EngineProcess(Path(model) if model else Path(cfg["model"]), dtype=cfg.get("dtype", "float32"),
+    return EngineProcess(Path(model) if model else Path(cfg["model"]), dtype=dtype or cfg.get("dtype", "float32"),
                          kv_cache_gib=kv_cache_gib, max_model_len=max_model_len,
                          llm_kwargs={"disable_log_stats": False, **kw})  # stats on: the speculative counters
 

@@ -117,5 +117,5 @@ def test_a_checkpoint_is_evaluated_in_the_dtype_it_is_served_in(tmp_path, monkey
     (tmp_path / "hf" / "config.json").write_text("{}")
     if serving:
         (tmp_path / "serving.json").write_text(json.dumps(serving))
-    VLLMTarget(tmp_path, dtype="float32")
-    assert seen == {"hf": tmp_path / "hf", "dtype": "bfloat16" if serving else "float32"}
+    t = VLLMTarget(tmp_path, dtype="float32")
+    assert seen == {"hf": tmp_path / "hf", "dtype": "bfloat16" if serving else "float32"} and t.dtype == seen["dtype"]

@@ -50,6 +50,7 @@ def test_fast_directory_holds_quantized_target_draft_and_serving_config(fast, ta
 
 
 def test_speculative_decoding_keeps_the_targets_greedy_tokens(bench):
+    assert bench["dtype_per_side"]["spec_only"] == bench["dtype_per_side"]["standard"]  # like with like
     std_tokens = bench["greedy_agreement_vs_standard"]["spec_only"]
     for b, agree in std_tokens.items():
         assert agree["identical_sequences"] == agree["sequences"], (b, agree)
