@@ -76,10 +76,13 @@ def normalized(run: Path) -> dict[str, object]:
     """Every file of a run: relative path -> normalised JSON value, normalised text, or sha256 of the bytes."""
     run = Path(run)
     names, out = _manifest_names(run), {}
-    found = sorted(p for p in run.rglob("*") if p.is_file())
-    if not found:  # empty, missing, or made of symlinks (rglob follows none below the run dir): never "identical"
-        raise SystemExit(f"error: {run} holds no files to compare: pass the directory a run wrote "
-                         "(links inside it are not followed)")
+    everything = list(run.rglob("*"))
+    links = [str(p.relative_to(run)) for p in everything if p.is_symlink()]
+    if links:  # rglob does not walk a linked folder: its files would be left out of both sides, silently
+        raise SystemExit(f"error: {run} holds links ({', '.join(links[:3])}): compare the directories a run wrote")
+    found = sorted(p for p in everything if p.is_file())
+    if not found:  # empty or missing: never "identical"
+        raise SystemExit(f"error: {run} holds no files to compare: pass the directory a run wrote")
     for f in found:
         rel = str(f.relative_to(run))
         if rel.startswith("figures/") and f.suffix == ".png":

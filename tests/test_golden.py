@@ -66,7 +66,13 @@ def test_a_run_with_no_files_is_refused_not_identical(tmp_path):
         run.mkdir()
         for sub in ("ck", "results"):
             (run / sub).symlink_to(real / sub)
-    with pytest.raises(SystemExit, match="holds no files"):
+    with pytest.raises(SystemExit, match="holds links"):
+        golden.main(["same", str(tmp_path / "a"), str(tmp_path / "b")])
+    for run in (tmp_path / "a", tmp_path / "b"):  # one real file beside the same linked folder in both runs
+        (run / "results").unlink()
+        make_run(run / "x")
+        (run / "x/ck").rename(run / "real_ck")
+    with pytest.raises(SystemExit, match="holds links"):  # the linked ck/ would be skipped on both sides
         golden.main(["same", str(tmp_path / "a"), str(tmp_path / "b")])
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match="holds no files"):
