@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
@@ -16,19 +15,7 @@ import torch
 
 from model import cpu_compat
 from model.config import ConfigError, ParallelConfig
-
-
-@dataclass
-class OptimConfig:
-    lr: float = 3e-4  # peak learning rate
-    min_lr: float = 3e-5  # final learning rate after decay
-    warmup_steps: int = 10  # linear warmup steps
-    decay_style: str = "cosine"  # cosine | linear | constant
-    weight_decay: float = 0.1  # decoupled weight decay
-    beta1: float = 0.9  # Adam beta1
-    beta2: float = 0.95  # Adam beta2
-    clip_grad: float = 1.0  # global grad-norm clip (0 = off)
-    use_distributed_optimizer: bool = False  # shard optimizer state over DP (ZeRO-1), for GPU clusters
+from model.sections import OptimConfig  # noqa: F401  (the recipe's optim: section; callers use train.OptimConfig)
 
 
 def setup(model, optim: OptimConfig, total_steps: int, global_batch_size: int):

@@ -154,15 +154,6 @@ def test_an_unknown_stage_is_refused():
     assert "declares no recipe schema" in refusal(lambda: sections.schema("nostage"))
 
 
-def test_optim_section_matches_the_training_steps_optimconfig():
-    """model/train.py keeps its own OptimConfig (it imports torch; the schema must not): same fields, same defaults."""
-    from model import train
-
-    def spec(c):
-        return [(f.name, f.default) for f in dataclasses.fields(c)]
-    assert spec(train.OptimConfig) == spec(sections.OptimConfig)
-
-
 # ---- the base's entry script (the other stages' scripts: <stage>/tests/test_config_*.py) -----------------------
 def run(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
