@@ -90,8 +90,8 @@ class Session:
         try:
             self._stop_shell_with(slot)
             slot.cleanup()
-        except Exception:  # noqa: BLE001 - a broken slot is rebuilt rather than reused
-            slot = self.pool._rebuild(slot)
+        except Exception as e:  # noqa: BLE001 - a broken slot is rebuilt rather than reused
+            slot = self.pool._rebuild(slot, e)
         finally:
             self.pool._release(slot)
 
