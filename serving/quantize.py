@@ -44,12 +44,17 @@ def int8_weight_max() -> tuple[int, str]:
                 "(|q| <= 63) in int8 storage")
 
 
+def _amx() -> bool:
+    """CPU with AMX tiles: vLLM-CPU's int8 kernels there (GEMM and CPUExpertsInt8) take bf16/half activations only."""
+    return getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
+
+
 def serve_dtype() -> tuple[str, str]:
     """The activation dtype a W8A8 int8 model runs in with vLLM on this machine, and why. On a CPU with AMX tiles vLLM
     0.32 picks its int8 GEMM (int8_scaled_mm_with_quant) by AMX and weight shape alone, and that kernel takes only
     bfloat16/half activations: in float32 every request failed ("expect A to be bfloat16 or half", measured on a Xeon
     with AMX). Elsewhere oneDNN's int8 GEMM takes float32, the target's own dtype."""
-    if not torch.cuda.is_available() and getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+    if not torch.cuda.is_available() and _amx():
         return "bfloat16", "CPU with AMX tiles: vLLM-CPU's int8 GEMM there takes only bfloat16/half activations"
     return "float32", "the target's dtype (vLLM's int8 GEMM here takes float32 activations)"
 
@@ -60,7 +65,7 @@ def experts_supported(dtype: str = "float32") -> tuple[bool, str]:
     expect A to be bfloat16 or half", measured on a Xeon with AMX)."""
     if torch.cuda.is_available():
         return True, "CUDA GPU: vLLM's Triton W8A8 MoE kernels"
-    if not getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+    if not _amx():
         return False, ("vLLM-CPU's int8 MoE kernel (CPUExpertsInt8) requires AMX tiles, which this CPU lacks: "
                        "experts stay unquantized, attention/dense linears are W8A8")
     if dtype not in ("bfloat16", "float16"):
