@@ -39,7 +39,8 @@ class Hooks:
         """The model and optimizer exist, no weights are loaded yet: data, further models."""
 
     def setup(self, common: dict | None) -> None:
-        """After resuming (`common`: the step checkpoint's common state) or on a fresh start (None: fill the weights):
+        """After resuming (`common`: the step checkpoint's common state) or on a fresh start (None: fill the weights;
+        the driver then refreshes the optimizer's fp32 main params from them, train.sync_main_params):
         the stage's own state, its header line, any evaluation before step 1."""
 
     def step(self, i: int) -> None:
@@ -112,6 +113,8 @@ class Run:
         if self.rank0 and h.metrics_path is not None:
             truncate_metrics(h.metrics_path, self.start)
         h.setup(common)
+        if common is None:  # setup filled the weights after the optimizer was built: its bf16 main copies are stale
+            train.sync_main_params(self.opt)
         for i in range(self.start, self.total):
             h.step(i)
             if self.due(tr["save_every"], i + 1):

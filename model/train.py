@@ -71,6 +71,19 @@ def fuse_cpu_adam(optimizer) -> int:
     return n
 
 
+def sync_main_params(optimizer) -> None:
+    """Refresh the optimizer's fp32 main params from the model's weights; call after filling weights into a model
+    whose optimizer `setup` already built (a parent checkpoint, a seeded init), before the first step.
+
+    With bf16 params Megatron's Float16OptimizerWithFloat16Params (and the distributed optimizer) clone fp32 main
+    copies of the params when they are built, step those, and copy them back into the model after every step: main
+    copies taken from the freshly built model would overwrite the filled-in weights at the first step. A no-op for
+    float32 without the distributed optimizer (FP32Optimizer steps the params themselves). Not after `checkpoint.load_step`: the step checkpoint
+    restores the main params themselves, in fp32, where a refresh would round them to the bf16 weights.
+    """
+    optimizer.reload_model_params()
+
+
 def _loss_func(loss_mask: torch.Tensor, output_tensor: torch.Tensor):
     losses = output_tensor.float()
     mask = loss_mask.float()
