@@ -29,7 +29,7 @@ LAUNCH = $(PRELOAD)$(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc
 # the stamp names a hash of the pinned dependencies only, so editing tool settings in pyproject.toml reinstalls nothing
 SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']).encode()))" 2>/dev/null)
 
-.PHONY: help setup test test-fast demo base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox serve-sandbox reproduce-check golden clean-checkpoints
+.PHONY: help setup test test-fast demo demo-real base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox serve-sandbox reproduce-check golden clean-checkpoints
 
 help: ## list targets and variables
 	@grep -hE '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -123,6 +123,18 @@ bench-sandbox: setup ## sandbox cold-start p50/p99 per tier vs a plain subproces
 
 serve-sandbox: setup ## the sandbox pool as an HTTP server on 127.0.0.1 (SANDBOX_PORT; token in SANDBOX_TOKEN or printed)
 	$(PY) -m sandbox serve --host 127.0.0.1 --port $(SANDBOX_PORT)
+
+# The chain on a real pretrained base: SmolLM2-135M-Instruct from its PyPI wheel, recipes <stage>/recipes/smollm2_cpu.yaml,
+# in directories of its own (<CKPT>/real, <DATA>/real, <RESULTS>/real, <FIGURES>/real) so that it never mixes with the
+# tiny default's. A cold-start SFT comes before RL: the imported model never writes the tasks' answer line (sft recipe).
+REAL = CKPT=$(CKPT)/real DATA=$(DATA)/real RESULTS=$(RESULTS)/real FIGURES=$(FIGURES)/real RECIPE=smollm2_cpu
+REAL_FIGURES := 01_pass_rate 06_rl_curves 07_long_context
+demo-real: setup ## the chain on SmolLM2-135M-Instruct: import -> cold-start SFT -> RL -> eval -> figures (in */real)
+	test -f $(CKPT)/real/base/manifest.json || $(MAKE) $(REAL) import-base BASE=smollm2
+	$(MAKE) $(REAL) rl $(RESULTS)/real/eval/base.json $(RESULTS)/real/eval/rl.json
+	$(PY) -m notebooks --results $(RESULTS)/real --reference $(RESULTS)/reference/real --figures $(FIGURES)/real \
+		$(REAL_FIGURES:%=--only %)
+	@echo "demo-real done: checkpoints in $(CKPT)/real, results in $(RESULTS)/real/, figures in $(FIGURES)/real/"
 
 # Reproducibility of the micro chain (tests/golden.py): two fresh runs must write the same files, and a run must match
 # the committed golden curves and counts (tests/test_chain.py checks the CI smoke chain against it).
