@@ -74,6 +74,7 @@ BUILDS_eval-sft := base sft
 BUILDS_rl := base sft rl
 BUILDS_rl-scaling := base sft
 BUILDS_rl-sched-ablation := base sft
+BUILDS_rl-seeds := base sft
 BUILDS_rl-experiments := base sft
 BUILDS_fast := base sft fast
 BUILDS_bench-fast := base sft fast

@@ -1,4 +1,4 @@
-"""RL experiments at an equal step budget, evaluated on the held-out domains: domain scaling, scheduler ablation.
+"""RL experiments at an equal step budget, evaluated on the held-out domains: domain scaling, scheduler ablation, seeds.
 
     # domain scaling: train on k training domains (family-stratified seeded choice), k in {1, 4, 16, 64, all}
     python -m rl.02_experiments domain_scaling --in checkpoints/sft --data data/domains \
@@ -6,10 +6,13 @@
     # scheduler ablation: uniform sampling vs the pass-rate-aware scheduler
     python -m rl.02_experiments scheduler --in checkpoints/sft --data data/domains \
         --out results/rl/experiments/scheduler.json --seeds 0,1
+    # seed spread: the recipe as it is, once per seed (train.seed = 1234 + seed: seed 0 is `make rl`'s own run)
+    python -m rl.02_experiments seeds --in checkpoints/sft --data data/domains \
+        --out results/rl/experiments/seeds.json --seeds 0,1,2
     # micro (minutes): add --recipe micro_cpu; cluster: --recipe qwen3_30b_a3b_h200x8 --launch "torchrun --nproc-per-node 8"
 
 Each arm is one rl/01_train.py run with the same recipe and train.steps; only the arm's setting and the seed
-change. Layout (arm names: k<K>_s<S> for domain scaling, <uniform|pass_rate>_s<S> for the scheduler):
+change. Layout (arm names: k<K>_s<S> for domain scaling, <uniform|pass_rate>_s<S> for the scheduler, s<S> for seeds):
     <out>                       summary (model/results.py schema): per arm the held-out pass rate at the end, the
                                 parent's under the same protocol (eval.at_start), the paired delta, curve summary
     <out without .json>/<arm>/  the arm's metrics.jsonl and eval.json (what the notebooks plot)
@@ -47,6 +50,8 @@ def arms(a) -> list[tuple[str, list[str]]]:
                 if k != "all" and not k.isdigit():
                     raise ConfigError(f"--ks entry {k!r}: use integers or 'all'")
                 out.append((f"k{k}_s{seed}", base + [f"sched.num_domains={0 if k == 'all' else int(k)}"]))
+        elif a.experiment == "seeds":
+            out.append((f"s{seed}", base))
         else:
             for mode in ("uniform", "pass_rate"):
                 out.append((f"{mode}_s{seed}", base + [f"sched.mode={mode}"]))
@@ -75,7 +80,7 @@ def summarize(run_dir: Path, ckpt: Path) -> dict:
 def main(argv=None) -> int:
     ap = cli.parser(__doc__, inp="parent checkpoint (checkpoints/sft)", data="domains datasets (data/domains)",
                     out="results JSON (results/rl/experiments/<name>.json)")
-    ap.add_argument("experiment", choices=["domain_scaling", "scheduler"], help="which experiment")
+    ap.add_argument("experiment", choices=["domain_scaling", "scheduler", "seeds"], help="which experiment")
     ap.add_argument("--work", type=Path, default=None,
                     help="arm checkpoints (default: checkpoints/rl_experiments/<experiment>/)")
     cli.recipe_args(ap, "rl", recipe_help="rl/recipes/<name>.yaml for every arm",

@@ -18,6 +18,11 @@ $(RESULTS)/rl/experiments/scheduler.json: $(CKPT)/sft/manifest.json $(DATA)/doma
 	$(PY) -m rl.02_experiments scheduler --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
 		--work $(CKPT)/rl_experiments/scheduler --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
 
+rl-seeds: $(RESULTS)/rl/experiments/seeds.json ## the rl recipe once per seed in RL_SEEDS (train.seed = 1234 + seed), paired held-out gain of each
+$(RESULTS)/rl/experiments/seeds.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
+	$(PY) -m rl.02_experiments seeds --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
+		--work $(CKPT)/rl_experiments/seeds --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
+
 rl-experiments: rl-scaling rl-sched-ablation ## both RL experiments -> results/rl/experiments/
 
 bench-rl: setup | $(call after,sft rl) ## vLLM vs transformers rollout tok/s, weight-sync s vs bytes, RL step split -> results/bench/rl.json
@@ -26,4 +31,4 @@ bench-rl: setup | $(call after,sft rl) ## vLLM vs transformers rollout tok/s, we
 test-rl: setup ## the rl/ tests only
 	$(PY) -m pytest -q -ra rl/tests $(PYTEST_ARGS)
 
-.PHONY: rl rl-scaling rl-sched-ablation rl-experiments bench-rl test-rl
+.PHONY: rl rl-scaling rl-sched-ablation rl-seeds rl-experiments bench-rl test-rl

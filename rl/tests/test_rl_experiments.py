@@ -29,3 +29,13 @@ def test_arm_weights_go_to_work_and_metrics_next_to_the_summary(tmp_path):
     assert run == tmp_path / "results" / "rl" / "experiments" / "domain_scaling" / "k4_s0"
     assert ckpt == tmp_path / "ck" / "rl_experiments" / "domain_scaling" / "k4_s0"
     assert (tmp_path / "results") not in ckpt.parents
+
+
+def test_seed_arms_change_only_the_seed_and_seed_0_is_the_recipes_own_run():
+    arms = exp.arms(_args("seeds", seeds="0,1,2"))
+    assert [n for n, _ in arms] == ["s0", "s1", "s2"]
+    assert [sets for _, sets in arms] == [["train.seed=1234"], ["train.seed=1235"], ["train.seed=1236"]]
+    from model import recipe
+
+    for path in sorted((ROOT / "rl" / "recipes").glob("*_cpu.yaml")):  # make rl's own run is arm s0
+        assert recipe.load_recipe("rl", str(path), [])["train"]["seed"] == 1234, path
