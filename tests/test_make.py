@@ -151,3 +151,32 @@ def test_sft_over_an_imported_base_never_pretrains_over_it(tmp_path, imported, p
     scripts = scripts_of(cmds)
     assert "sft/02_train.py" in scripts, scripts
     assert ("pretrain_ckpt/03_pretrain.py" in scripts) is pretrains, scripts
+
+
+@pytest.mark.parametrize("imported", [False, True])
+def test_demo_real_runs_its_own_chain_on_the_import_in_its_own_directories(tmp_path, imported):
+    """make demo-real: import SmolLM2 unless imported already, then data -> SFT -> RL -> eval of base and RL ->
+    figures, every step on the smollm2_cpu recipes and under <dir>/real; nothing pretrains over the import."""
+    if imported:
+        (tmp_path / "ck" / "real" / "base").mkdir(parents=True)
+        (tmp_path / "ck" / "real" / "base" / "manifest.json").write_text('{"stage": "base", "imported_from": {}}')
+    r = subprocess.run(["make", "-n", "demo-real", f"CKPT={tmp_path}/ck", f"DATA={tmp_path}/data",
+                        f"RESULTS={tmp_path}/r", f"FIGURES={tmp_path}/f"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    lines = r.stdout.replace("\\\n", " ").splitlines()  # a recipe line continued with a backslash is one command
+    steps = [shlex.split(ln) for ln in lines if " -m " in ln and not ln.startswith("make")]
+    scripts = [script_of(w) or w[w.index("-m") + 1] for w in steps]
+    assert ("pretrain_ckpt/04_import_hf.py" in scripts) is not imported, r.stdout + r.stderr
+    if not imported:  # a dry run imports nothing, so its second make plans over a missing base: only the import counts
+        assert steps[0][-4:] == ["--base", "smollm2", "--out", f"{tmp_path}/ck/real/base"], steps[0]
+        return
+    assert "pretrain_ckpt/03_pretrain.py" not in scripts
+    for script in ("sft/02_train.py", "rl/01_train.py", "notebooks"):
+        assert script in scripts, (script, scripts)
+    evals = [w[w.index("--in") + 1] for w in steps if script_of(w) == "eval/01_eval.py"]
+    assert sorted(evals) == [f"{tmp_path}/ck/real/base", f"{tmp_path}/ck/real/rl"]
+    for words in steps:
+        paths = [w for w in words if w.startswith(str(tmp_path))]
+        assert paths and all("/real" in p for p in paths), words
+        if "--recipe" in words:
+            assert words[words.index("--recipe") + 1] == "smollm2_cpu", words
