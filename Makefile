@@ -116,8 +116,11 @@ STAGE ?= sft## stage whose recipe `make plan` checks
 plan: setup ## check a recipe's layout, memory per GPU and step time, no GPU needed (STAGE=sft RECIPE=...)
 	$(PY) -m model.plan $(STAGE)/recipes/$(RECIPE).yaml --base $(CKPT)/base
 
-bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU -> results/bench/train.json
-	$(PY) -m pretrain_ckpt.bench_train --out $(RESULTS)/bench/train.json
+BENCH_DTYPE ?= fp32## compute dtype of `make bench-train`: fp32 | bf16
+# the tiny default in fp32 keeps the committed reference's name; another recipe or bf16 gets its own file
+BENCH_TRAIN_OUT = $(RESULTS)/bench/train$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE))$(if $(filter bf16,$(BENCH_DTYPE)),_bf16).json
+bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU, on RECIPE's model -> results/bench/train[_<recipe>].json
+	$(PY) -m pretrain_ckpt.bench_train --recipe $(RECIPE) --dtype $(BENCH_DTYPE) --out $(BENCH_TRAIN_OUT)
 
 bench-sandbox: setup ## sandbox cold-start p50/p99 per tier vs a plain subprocess, tasks/s at 1-8 -> results/bench/sandbox.json
 	$(PY) -m sandbox.bench --out $(RESULTS)/bench/sandbox.json

@@ -76,7 +76,9 @@ def test_peak_meter_measures_the_compute_dtype_at_full_size_and_keeps_the_best_s
 
 
 class _FakeSide:
-    def __init__(self, args, hf_dir):
+    param_tensors = 1
+
+    def __init__(self, args, *_):
         self.opt_s, self.args = [], args
 
     def step(self, s):
