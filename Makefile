@@ -29,7 +29,7 @@ LAUNCH = $(PRELOAD)$(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc
 # the stamp names a hash of the pinned dependencies only, so editing tool settings in pyproject.toml reinstalls nothing
 SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']).encode()))" 2>/dev/null)
 
-.PHONY: help setup test test-fast demo demo-real base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox serve-sandbox reproduce-check golden clean-checkpoints
+.PHONY: help setup test test-fast demo demo-real reference-real base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox serve-sandbox reproduce-check golden clean-checkpoints
 
 help: ## list targets and variables
 	@grep -hE '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -139,6 +139,9 @@ demo-real: setup ## the chain on SmolLM2-135M-Instruct: import -> cold-start SFT
 	$(PY) -m notebooks --results $(RESULTS)/real --reference $(RESULTS)/reference/real --figures $(FIGURES)/real \
 		$(REAL_FIGURES:%=--only %)
 	@echo "demo-real done: checkpoints in $(CKPT)/real, results in $(RESULTS)/real/, figures in $(FIGURES)/real/"
+
+reference-real: | setup ## copy every results/real/ file into results/reference/real/ (to commit), with the manifests they measured
+	$(PY) -m notebooks.reference --all --results $(RESULTS)/real --reference $(RESULTS)/reference/real
 
 # Reproducibility of the micro chain (tests/golden.py): two fresh runs must write the same files, and a run must match
 # the committed golden curves and counts (tests/test_chain.py checks the CI smoke chain against it).
