@@ -45,9 +45,9 @@ def test_smollm2_recipe_is_the_imported_checkpoints_model_at_the_real_chains_len
     assert not cfg.is_moe and cfg.tie_word_embeddings and cfg.num_parameters() == 134_515_008
     sft = load_recipe("sft", "smollm2_cpu")
     assert bench["seq_length"] == sft["train"]["seq_length"] == 1024 and bench["batch"] in (1, 2)
-    # steps small enough for < 5 min on 2 cores at ~4-8 s per step of each side
+    # steps few enough for < 5 min on 2 cores at ~4-8 s per step of a side (fp32), enough for a median
     n = bench["warmup"] + bench["steps"]
-    assert 2 * n + 2 * bench["fused_cost"] + 2 * bench["mode_cost"] <= 14 and bench["steps"] >= 3
+    assert 2 * n + 2 * bench["fused_cost"] + 2 * bench["mode_cost"] <= 24 and bench["steps"] >= 5
 
 
 def test_tiny_default_is_the_tiny_moe_base_with_todays_sizes(bt):
