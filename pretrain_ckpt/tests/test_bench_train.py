@@ -117,3 +117,22 @@ def test_written_mfu_is_achieved_over_the_peak_measured_in_the_run_for_its_dtype
         r = res[side]
         assert r["mfu_peak_gflops"] == pytest.approx(peak)
         assert r["mfu"] == pytest.approx(r["model_gflop_per_s"] / peak)
+
+
+def test_the_load_average_at_start_is_read_before_the_run(bt, monkeypatch, tmp_path):
+    """machine() is called after the steps: the start's load must not be the end's (notebooks/03 prints it)."""
+    import model.parallel
+
+    loads = iter([(0.1 * i, 0.0, 0.0) for i in range(1, 50)])
+    monkeypatch.setattr(bt.os, "getloadavg", lambda: next(loads))
+    monkeypatch.setattr(bt, "matmul_peak", lambda dt, threads, n=2048, reps=10, warmup_s=0.5: {"gflops": 1.0, "n": n})
+    monkeypatch.setattr(bt, "MegatronSide", _FakeSide)
+    monkeypatch.setattr(bt, "HFSide", _FakeSide)
+    monkeypatch.setattr(model.parallel, "destroy", lambda: None)
+    out = tmp_path / "train.json"
+    monkeypatch.setattr(sys, "argv", ["bench_train.py", "--out", str(out), "--steps", "1", "--warmup", "0",
+                                      "--mode-cost", "0", "--fused-cost", "0"])
+    bt.main()
+    m = json.loads(out.read_text())["machine"]
+    assert m["load_average_at_start"] == m["load_average_start"] == [0.1, 0.0, 0.0]
+    assert m["load_average_end"][0] > 0.1
