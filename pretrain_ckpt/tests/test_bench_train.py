@@ -2,24 +2,11 @@
 that the written MFU is achieved / that peak. No speed is asserted: a fake clock and a recording matmul stand in."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def bt():
-    # named as its package's module: a script imported without its package stops at its run-by-path guard
-    spec = importlib.util.spec_from_file_location("pretrain_ckpt.bench_train", ROOT / "pretrain_ckpt/bench_train.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 class FakeClock:

@@ -4,7 +4,6 @@ recipe's results file, and the dense path builds Megatron and transformers Llama
 and runs a step each (subprocesses, small mode). No speed is asserted."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -27,14 +26,6 @@ SMOLLM2_HF = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hea
               "rms_norm_eps": 9.999999747378752e-06,
               "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"},
               "tie_word_embeddings": True, "vocab_size": 49152}
-
-
-@pytest.fixture(scope="module")
-def bt():
-    spec = importlib.util.spec_from_file_location("pretrain_ckpt.bench_train", ROOT / "pretrain_ckpt/bench_train.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_smollm2_recipe_is_the_imported_checkpoints_model_at_the_real_chains_length(bt):
