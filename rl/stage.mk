@@ -9,19 +9,15 @@ $(CKPT)/rl/manifest.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.jso
 	$(LAUNCH) -m rl.01_train --in $(CKPT)/sft --data $(DATA)/domains --out $(CKPT)/rl --results $(RESULTS)/rl --recipe $(RECIPE)
 
 rl-scaling: $(RESULTS)/rl/experiments/domain_scaling.json ## RL on k in RL_KS training domains, equal steps, held-out pass rate
-$(RESULTS)/rl/experiments/domain_scaling.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
-	$(PY) -m rl.02_experiments domain_scaling --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
-		--work $(CKPT)/rl_experiments/domain_scaling --ks $(RL_KS) --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
-
 rl-sched-ablation: $(RESULTS)/rl/experiments/scheduler.json ## uniform vs pass-rate-aware task scheduler at equal steps
-$(RESULTS)/rl/experiments/scheduler.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
-	$(PY) -m rl.02_experiments scheduler --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
-		--work $(CKPT)/rl_experiments/scheduler --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
-
 rl-seeds: $(RESULTS)/rl/experiments/seeds.json ## the rl recipe once per seed in RL_SEEDS (train.seed = 1234 + seed), paired held-out gain of each
-$(RESULTS)/rl/experiments/seeds.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
-	$(PY) -m rl.02_experiments seeds --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
-		--work $(CKPT)/rl_experiments/seeds --seeds $(RL_SEEDS) --launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
+
+# each experiment of rl/02_experiments.py: its summary under results/, its arms' weights under checkpoints/
+RL_EXPERIMENTS := domain_scaling scheduler seeds
+$(RL_EXPERIMENTS:%=$(RESULTS)/rl/experiments/%.json): $(RESULTS)/rl/experiments/%.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
+	$(PY) -m rl.02_experiments $* --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
+		--work $(CKPT)/rl_experiments/$*$(if $(filter domain_scaling,$*), --ks $(RL_KS)) --seeds $(RL_SEEDS) \
+		--launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
 
 rl-experiments: rl-scaling rl-sched-ablation ## both RL experiments -> results/rl/experiments/
 
