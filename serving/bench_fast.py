@@ -8,14 +8,16 @@
     python -m serving.bench_fast --fast checkpoints/fast --data data/domains --out results/bench/fast.json --reps 5
 
 Each variant runs in its own vLLM engine process (serving.server.engine_process), both alive at once, and the
-measurements interleave: every repetition runs every batch size on both sides, alternating which
-side goes first, so load from other processes hits both alike. Output tok/s is batch x max_tokens /
-wall time with ignore_eos (every side generates exactly the same number of tokens); the ratio is
-fast / standard of the per-side medians. Tokens per CPU-second of the engine process (all its threads)
-are recorded too: less sensitive than wall time to other processes on a shared CPU. Also recorded: mean acceptance length (1 + accepted /
-drafts, vLLM's counters), greedy token agreement of fast with standard on the same prompts, the
-pass rate of both on the domains eval split (the one protocol, domains/evaluate.py), and the load average (a shared
-CPU makes absolute numbers unreliable; the ratio is what is comparable).
+measurements interleave: every repetition runs every batch size on both sides, alternating which side goes first, so
+load from other processes hits both alike. Before the timed reps each side runs every batch once untimed (first-run
+allocations excluded). Output tok/s is batch x tokens / wall time with ignore_eos (every side generates the same
+tokens: --max-tokens at batch 1, --batched-max-tokens above). The ratio is fast / standard of the per-side medians,
+with a 95% bootstrap interval that resamples reps in pairs (ratio_interval); a goal is "met" only when the whole
+interval is above it, "not met" when below, else "unresolved" (verdict). Tokens per CPU-second of the engine process
+(all its threads) are recorded too: less sensitive than wall time to other processes on a shared CPU. Also recorded:
+mean acceptance length (1 + accepted / drafts, vLLM's counters), greedy token agreement of fast with standard on the
+same prompts, the pass rate of both on the domains eval split (the one protocol, domains/evaluate.py), and the load
+average (a shared CPU makes absolute numbers unreliable; the ratio is what is comparable).
 """
 from __future__ import annotations
 
@@ -61,13 +63,53 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> dict:
             "prefix_agreement": prefix / total if total else None}
 
 
+def ratio_interval(fast_runs: list[float], std_runs: list[float], n_boot: int = 4000, seed: int = 0,
+                   level: float = 0.95) -> dict:
+    """median(fast) / median(standard) over reps, with a percentile bootstrap interval (None under 2 reps).
+
+    The resampling is paired: rep i of both sides ran back to back under the same load, so a load swing that
+    scales a pair cancels in its ratio instead of widening the interval (resampling each side alone would not).
+    """
+    import numpy as np
+
+    f, s = np.asarray(fast_runs, dtype=float), np.asarray(std_runs, dtype=float)
+    if len(f) != len(s) or not len(f):
+        raise ValueError(f"paired runs need equal, nonzero counts: {len(f)} fast, {len(s)} standard")
+    out = {"ratio": float(np.median(f) / np.median(s)), "low": None, "high": None, "n_boot": n_boot,
+           "level": level, "reps": len(f)}
+    if len(f) > 1:  # one pair resamples to itself: a zero-width interval that would claim certainty
+        idx = np.random.default_rng(seed).integers(0, len(f), size=(n_boot, len(f)))
+        boot = np.median(f[idx], axis=1) / np.median(s[idx], axis=1)
+        out["low"], out["high"] = (float(q) for q in np.quantile(boot, [(1 - level) / 2, (1 + level) / 2]))
+    return out
+
+
+def verdict(interval: dict, goal: float = 2.0) -> str:
+    """Whether a ratio reaches `goal`, claimed only when the whole interval is on one side of it."""
+    lo, hi = interval["low"], interval["high"]
+    if lo is None:
+        return f"unresolved ({interval['reps']} rep: no interval)"
+    if lo > goal:
+        return "met"
+    if hi < goal:
+        return "not met"
+    return f"unresolved (the {interval['level']:.0%} interval [{lo:.2f}, {hi:.2f}] includes {goal:g})"
+
+
+def fmt_interval(iv: dict) -> str:
+    return f"{iv['ratio']:.2f} " + ("[no interval]" if iv["low"] is None else f"[{iv['low']:.2f}, {iv['high']:.2f}]")
+
+
 def main(argv=None) -> int:
     ap = cli.parser(__doc__, fast="fast variant directory (serving/02_fast.py)",
                     data="domains datasets (eval split: prompts and pass rate)", out="results JSON path")
     ap.add_argument("--standard", type=Path, default=None, help="standard variant (default: the fast variant's parent)")
     ap.add_argument("--batches", default="1,8,64", help="comma-separated batch sizes")
-    ap.add_argument("--max-tokens", type=int, default=64, help="generated tokens per sequence (ignore_eos)")
-    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per batch size and side")
+    ap.add_argument("--max-tokens", type=int, default=512, help="generated tokens per sequence at batch 1 (ignore_eos)")
+    ap.add_argument("--batched-max-tokens", type=int, default=128,
+                    help="generated tokens per sequence at batch > 1 (a batch-64 rep at 512 takes minutes on a CPU)")
+    ap.add_argument("--reps", type=int, default=6, help="interleaved repetitions per batch size and side")
+    ap.add_argument("--goal", type=float, default=2.0, help="fast/standard tok/s ratio goal at batch 1")
     ap.add_argument("--per-domain", type=int, default=1, help="eval tasks per domain for the pass rates")
     ap.add_argument("--families", default="", help="comma-separated families for the pass rates (default: all)")
     ap.add_argument("--quality-max-tokens", type=int, default=128, help="tokens per assistant turn in the pass-rate eval")
@@ -85,8 +127,10 @@ def main(argv=None) -> int:
         wanted = a.sides.split(",") if a.sides else []
         if wanted and (not {"standard", "fast"} <= set(wanted) or set(wanted) - {"standard", "fast", *ABLATIONS}):
             raise ValueError(f"--sides {a.sides}: must include standard and fast, others from {ABLATIONS}")
-        if not batches or min(batches) < 1 or a.reps < 1 or a.max_tokens < 1:
-            raise ValueError(f"--batches {a.batches}, --reps {a.reps}, --max-tokens {a.max_tokens} must be positive")
+        if not batches or min(batches) < 1 or a.reps < 1 or min(a.max_tokens, a.batched_max_tokens) < 1:
+            raise ValueError(f"--batches {a.batches}, --reps {a.reps}, --max-tokens {a.max_tokens}, "
+                             f"--batched-max-tokens {a.batched_max_tokens} must be positive")
+        tokens = {b: a.max_tokens if b == 1 else a.batched_max_tokens for b in batches}
     from domains import evaluate
     from serving.server import engine_process, serving_config
 
@@ -107,6 +151,9 @@ def main(argv=None) -> int:
         for name, kw in sides.items():
             workers[name] = engine_process(kw.pop("ckpt"), **kw)
             workers[name].timed_generate(prompts[:2], max_tokens=8, ignore_eos=True)  # warm-up
+        for name in sides:  # one untimed run per batch as timed: the first at a batch size pays its allocations
+            for b in batches:
+                workers[name].timed_generate(prompts[:b], max_tokens=tokens[b], ignore_eos=True)
         runs: dict = {n: {b: [] for b in batches} for n in sides}
         cpu_runs: dict = {n: {b: [] for b in batches} for n in sides}
         spec: dict = {n: {b: {} for b in batches} for n in sides}
@@ -116,9 +163,9 @@ def main(argv=None) -> int:
             order = names if rep % 2 == 0 else names[::-1]
             for b in batches:
                 for n in order:
-                    r = workers[n].timed_generate(prompts[:b], max_tokens=a.max_tokens, ignore_eos=True)
-                    runs[n][b].append(b * a.max_tokens / r["seconds"])
-                    cpu_runs[n][b].append(b * a.max_tokens / max(r["cpu_seconds"], 1e-9))
+                    r = workers[n].timed_generate(prompts[:b], max_tokens=tokens[b], ignore_eos=True)
+                    runs[n][b].append(b * tokens[b] / r["seconds"])
+                    cpu_runs[n][b].append(b * tokens[b] / max(r["cpu_seconds"], 1e-9))
                     for k, v in r["spec"].items():
                         spec[n][b][k] = spec[n][b].get(k, 0) + v
                     last_ids[(n, b)] = r["token_ids"]
@@ -148,6 +195,8 @@ def main(argv=None) -> int:
     tok_s = {n: {str(b): {"median": statistics.median(v), "runs": v} for b, v in per.items()} for n, per in runs.items()}
     ratio = {n: {str(b): tok_s[n][str(b)]["median"] / tok_s["standard"][str(b)]["median"] for b in batches}
              for n in sides if n != "standard"}
+    interval = {n: {str(b): ratio_interval(runs[n][b], runs["standard"][b]) for b in batches}
+                for n in sides if n != "standard"}
     tok_cpu = {n: {str(b): {"median": statistics.median(v), "runs": v} for b, v in per.items()} for n, per in cpu_runs.items()}
     ratio_cpu = {n: {str(b): tok_cpu[n][str(b)]["median"] / tok_cpu["standard"][str(b)]["median"] for b in batches}
                  for n in sides if n != "standard"}
@@ -163,21 +212,27 @@ def main(argv=None) -> int:
         "baseline": {"name": "standard", "path": str(std), "manifest_sha256": manifest.manifest_hash(std)},
         "fast_config": json.loads((a.fast / "serving.json").read_text()), "fast_quant": fm["metrics"].get("quant"),
         "dtype_per_side": dtypes,
-        "settings": {"batches": batches, "max_tokens": a.max_tokens, "reps": a.reps, "ignore_eos": True,
+        "settings": {"batches": batches, "max_tokens": a.max_tokens, "batched_max_tokens": a.batched_max_tokens,
+                     "reps": a.reps, "ignore_eos": True,
                      "per_domain": a.per_domain, "quality_max_tokens": a.quality_max_tokens},
-        "output_tok_per_s": tok_s, "ratio_vs_standard": ratio,
+        "output_tok_per_s": tok_s, "ratio_vs_standard": ratio, "ratio_interval_vs_standard": interval,
         "output_tok_per_cpu_s": tok_cpu, "ratio_vs_standard_per_cpu_s": ratio_cpu, "mean_acceptance_length": acc,
         "greedy_agreement_vs_standard": agree, "pass_rate": pass_rates, "pass_rate_delta_points": delta,
-        "goal": {"ratio_batch1_ge_2": ratio["fast"].get("1", 0) >= 2.0 if 1 in batches else None,
+        "goal": {"ratio_batch1_ge_2": verdict(interval["fast"]["1"], a.goal) if 1 in batches else None,
+                 "ratio_batch1_interval": interval["fast"].get("1"), "ratio_goal": a.goal,
                  "pass_rate_delta_le_1_point": None if delta is None else abs(delta) <= 1.0},
         "load_average": {"before": load_before, "after": os.getloadavg(), "cores": os.cpu_count()},
         "wall_s": time.perf_counter() - t_start,
     }
     results.write(a.out, "bench.fast", numbers, measured=a.fast)
-    print(f"{'batch':>5} " + " ".join(f"{n:>12}" for n in sides) + "   ratio fast/std (wall, cpu)   accept len")
+    print(f"{'batch':>5} " + " ".join(f"{n:>12}" for n in sides)
+          + "   fast/std wall [95% interval]    cpu   accept len")
     for b in batches:
         print(f"{b:>5} " + " ".join(f"{tok_s[n][str(b)]['median']:12.1f}" for n in sides)
-              + f"   {ratio['fast'][str(b)]:10.2f} {ratio_cpu['fast'][str(b)]:10.2f}   {acc.get('fast', {}).get(str(b))}")
+              + f"   {fmt_interval(interval['fast'][str(b)]):>24} {ratio_cpu['fast'][str(b)]:6.2f}"
+              + f"   {acc.get('fast', {}).get(str(b))}")
+    if 1 in batches:
+        print(f"goal fast/standard >= {a.goal:g}x at batch 1: {numbers['goal']['ratio_batch1_ge_2']}")
     if pass_rates:
         print(f"pass rate standard {pass_rates['standard']['pass_rate']}, fast {pass_rates['fast']['pass_rate']}, "
               f"delta {delta} points")
