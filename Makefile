@@ -29,7 +29,7 @@ LAUNCH = $(PRELOAD)$(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc
 # the stamp names a hash of the pinned dependencies only, so editing tool settings in pyproject.toml reinstalls nothing
 SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']).encode()))" 2>/dev/null)
 
-.PHONY: help setup test test-fast demo demo-real reference-real base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox serve-sandbox reproduce-check golden clean-checkpoints
+.PHONY: help setup test test-fast demo demo-real fast-real bench-fast-real reference-real base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox serve-sandbox reproduce-check golden clean-checkpoints
 
 help: ## list targets and variables
 	@grep -hE '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -139,6 +139,14 @@ demo-real: setup ## the chain on SmolLM2-135M-Instruct: import -> cold-start SFT
 	$(PY) -m notebooks --results $(RESULTS)/real --reference $(RESULTS)/reference/real --figures $(FIGURES)/real \
 		$(REAL_FIGURES:%=--only %)
 	@echo "demo-real done: checkpoints in $(CKPT)/real, results in $(RESULTS)/real/, figures in $(FIGURES)/real/"
+
+# the fast variant of the real base's RL checkpoint (int8 W8A8 + ngram proposals) and its benchmark against the
+# standard fp32 export, with the bf16 standard and the two halves (quant only, spec only) beside it, and the pass rates
+# of both on 10 eval tasks per domain (greedy), task by task
+fast-real: setup ## the fast variant of the real base (after demo-real): serving/recipes/smollm2_cpu.yaml -> $(CKPT)/real/fast
+	$(MAKE) $(REAL) fast
+bench-fast-real: setup ## fast vs standard on the real base (= make bench-fast RECIPE=smollm2_cpu on */real) -> $(RESULTS)/real/bench/fast.json
+	$(MAKE) $(REAL) bench-fast BENCH_FAST_ARGS="--sides standard,fast,quant_only,spec_only,standard_bf16 --per-domain 10"
 
 reference-real: | setup ## copy every results/real/ file into results/reference/real/ (to commit), with the manifests they measured
 	$(PY) -m notebooks.reference --all --results $(RESULTS)/real --reference $(RESULTS)/reference/real

@@ -61,7 +61,10 @@ def validate(cfg: dict) -> dict:
     k = sp["num_speculative_tokens"]
     if not (isinstance(k, int) and 1 <= k <= 8):
         raise ConfigError(f"speculative.num_speculative_tokens={k} must be an integer in [1, 8]")
-    return {"scheme": scheme, "experts": bool(experts), "experts_reason": why, "method": method, "k": k,
+    lo, hi = sp["prompt_lookup_min"], sp["prompt_lookup_max"]
+    if method == "ngram" and not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
+        raise ConfigError(f"speculative.prompt_lookup_min={lo}, prompt_lookup_max={hi}: need integers 1 <= min <= max")
+    return {"scheme": scheme, "experts": bool(experts), "experts_reason": why, "method": method, "k": k, "lookup": [lo, hi],
             "dtype": dtype, "dtype_reason": dtype_why}
 
 
@@ -133,7 +136,8 @@ def main(argv=None) -> int:
                 extra["draft_manifest_sha256"] = manifest.manifest_hash(tmp / "draft")
                 spec = {"method": "draft_model", "model": "draft/hf", "num_speculative_tokens": k}
             else:
-                spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
+                spec = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": choice["lookup"][1],
+                        "prompt_lookup_min": choice["lookup"][0]}
             scfg = {"model": "hf", "dtype": choice["dtype"], "speculative_config": spec}
             (tmp / server.SERVING_JSON).write_text(json.dumps(scfg, indent=2) + "\n")
             name = f"fast-{target_sha[:8]}"

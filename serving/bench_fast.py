@@ -36,6 +36,7 @@ from model import cli, manifest, results  # noqa: E402
 
 # ablations: the quantized target alone, the draft on the unquantized target, prompt-lookup (ngram) proposals instead
 ABLATIONS = ["quant_only", "spec_only", "fast_ngram"]
+EXTRA_SIDES = ABLATIONS + ["standard_bf16"]  # standard_bf16: the standard variant in bfloat16 (--sides only)
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
 
 
@@ -125,8 +126,8 @@ def main(argv=None) -> int:
         manifest.verify(a.data, stage="data")
         batches = [int(x) for x in a.batches.split(",") if x]
         wanted = a.sides.split(",") if a.sides else []
-        if wanted and (not {"standard", "fast"} <= set(wanted) or set(wanted) - {"standard", "fast", *ABLATIONS}):
-            raise ValueError(f"--sides {a.sides}: must include standard and fast, others from {ABLATIONS}")
+        if wanted and (not {"standard", "fast"} <= set(wanted) or set(wanted) - {"standard", "fast", *EXTRA_SIDES}):
+            raise ValueError(f"--sides {a.sides}: must include standard and fast, others from {EXTRA_SIDES}")
         if not batches or min(batches) < 1 or a.reps < 1 or min(a.max_tokens, a.batched_max_tokens) < 1:
             raise ValueError(f"--batches {a.batches}, --reps {a.reps}, --max-tokens {a.max_tokens}, "
                              f"--batched-max-tokens {a.batched_max_tokens} must be positive")
@@ -134,10 +135,13 @@ def main(argv=None) -> int:
     from domains import evaluate
     from serving.server import engine_process, serving_config
 
-    prompts = eval_prompts(a.data, max(batches))
+    # rep r at batch b runs prompts [r*b, (r+1)*b): each rep a different request (the same on every side), so a
+    # ratio is not the speed of one prompt's continuation; the pairing of the bootstrap keeps sides comparable
+    prompts = eval_prompts(a.data, max(batches) * (a.reps + 1))
     load_before = os.getloadavg()
     std_dtype = serving_config(std).get("dtype", "float32")
     known = {"standard": dict(ckpt=std), "fast": dict(ckpt=a.fast), "quant_only": dict(ckpt=a.fast, speculative=False),
+             "standard_bf16": dict(ckpt=std, dtype="bfloat16"),  # how much of a ratio the dtype alone gives
              "spec_only": dict(ckpt=a.fast, model=std / "hf", dtype=std_dtype),  # no int8: the target's own dtype
              "fast_ngram": dict(ckpt=a.fast, speculative=NGRAM)}
     sides = {n: known[n] for n in (a.sides.split(",") if a.sides else
@@ -157,20 +161,21 @@ def main(argv=None) -> int:
         runs: dict = {n: {b: [] for b in batches} for n in sides}
         cpu_runs: dict = {n: {b: [] for b in batches} for n in sides}
         spec: dict = {n: {b: {} for b in batches} for n in sides}
-        last_ids: dict = {}
+        ids: dict = {}  # every rep's greedy ids per side and batch: agreement over all of them
         names = list(sides)
         for rep in range(a.reps):
             order = names if rep % 2 == 0 else names[::-1]
             for b in batches:
                 for n in order:
-                    r = workers[n].timed_generate(prompts[:b], max_tokens=tokens[b], ignore_eos=True)
+                    r = workers[n].timed_generate(prompts[(rep + 1) * b:(rep + 2) * b], max_tokens=tokens[b],
+                                                  ignore_eos=True)
                     runs[n][b].append(b * tokens[b] / r["seconds"])
                     cpu_runs[n][b].append(b * tokens[b] / max(r["cpu_seconds"], 1e-9))
                     for k, v in r["spec"].items():
                         spec[n][b][k] = spec[n][b].get(k, 0) + v
-                    last_ids[(n, b)] = r["token_ids"]
+                    ids.setdefault((n, b), []).extend(r["token_ids"])
                     print(f"rep {rep} batch {b:>3} {n:<10} {runs[n][b][-1]:9.1f} tok/s", flush=True)
-        pass_rates = {}
+        pass_rates, recs = {}, {}
         if not a.no_quality:
             from domains.sandboxing import available, make_pool
 
@@ -179,11 +184,13 @@ def main(argv=None) -> int:
             try:
                 for n in ("standard", "fast"):  # the one evaluation protocol, greedy, on each side's engine
                     t0 = time.perf_counter()
-                    recs = evaluate.run(evaluate.EngineTarget(workers[n], n), items, pool,
-                                        max_tokens=a.quality_max_tokens, slots=2)
-                    pass_rates[n] = {**evaluate.summarize(recs, by=("family",))["all"],
-                                     "per_family": {f: c["pass_rate"] for f, c in
-                                                    evaluate.summarize(recs, by=("family",)).items() if f != "all"},
+                    recs[n] = evaluate.run(evaluate.EngineTarget(workers[n], n), items, pool,
+                                           max_tokens=a.quality_max_tokens, slots=2)
+                    by_fam = evaluate.summarize(recs[n], by=("family",))
+                    pass_rates[n] = {**by_fam["all"], "per_family": {f: c["pass_rate"] for f, c in by_fam.items()
+                                                                     if f != "all"},
+                                     "per_split": {sp: c["pass_rate"] for sp, c in
+                                                   evaluate.summarize(recs[n], by=("split",)).items() if sp != "all"},
                                      "seconds": time.perf_counter() - t0}
                     print(f"pass rate {n}: {pass_rates[n]['pass_rate']} on {pass_rates[n]['tasks']} tasks", flush=True)
             finally:
@@ -203,11 +210,14 @@ def main(argv=None) -> int:
     acc = {n: {str(b): (1 + c["spec_decode_num_accepted_tokens"] / c["spec_decode_num_drafts"])
                if c.get("spec_decode_num_drafts") else None for b, c in per.items()} for n, per in spec.items()
            if any(per.values())}
-    agree = {n: {str(b): agreement(last_ids[("standard", b)], last_ids[(n, b)]) for b in batches}
+    agree = {n: {str(b): agreement(ids[("standard", b)], ids[(n, b)]) for b in batches}
              for n in sides if n != "standard"}
-    delta = None
+    delta, paired = None, None
     if pass_rates and None not in (pass_rates["standard"]["pass_rate"], pass_rates["fast"]["pass_rate"]):
         delta = 100 * (pass_rates["fast"]["pass_rate"] - pass_rates["standard"]["pass_rate"])
+        # task by task, per split (train domains / held-out domains), with bootstrap intervals over tasks and domains
+        paired = evaluate.paired_delta(recs["standard"], recs["fast"])["all"]
+    spec_same = agree.get("spec_only")  # the draft verified by the unquantized target: greedy output must not move
     numbers = {
         "baseline": {"name": "standard", "path": str(std), "manifest_sha256": manifest.manifest_hash(std)},
         "fast_config": json.loads((a.fast / "serving.json").read_text()), "fast_quant": fm["metrics"].get("quant"),
@@ -218,9 +228,14 @@ def main(argv=None) -> int:
         "output_tok_per_s": tok_s, "ratio_vs_standard": ratio, "ratio_interval_vs_standard": interval,
         "output_tok_per_cpu_s": tok_cpu, "ratio_vs_standard_per_cpu_s": ratio_cpu, "mean_acceptance_length": acc,
         "greedy_agreement_vs_standard": agree, "pass_rate": pass_rates, "pass_rate_delta_points": delta,
+        "pass_rate_paired_delta": paired,
         "goal": {"ratio_batch1_ge_2": verdict(interval["fast"]["1"], a.goal) if 1 in batches else None,
                  "ratio_batch1_interval": interval["fast"].get("1"), "ratio_goal": a.goal,
-                 "pass_rate_delta_le_1_point": None if delta is None else abs(delta) <= 1.0},
+                 "pass_rate_delta_le_1_point": None if delta is None else abs(delta) <= 1.0,
+                 "pass_rate_both_sides_pass": None if not pass_rates else min(
+                     pass_rates[n]["passed"] for n in ("standard", "fast")) > 0,  # a delta on two zeros proves nothing
+                 "spec_only_identical_sequences": None if spec_same is None else {
+                     b: f"{v['identical_sequences']}/{v['sequences']}" for b, v in spec_same.items()}},
         "load_average": {"before": load_before, "after": os.getloadavg(), "cores": os.cpu_count()},
         "wall_s": time.perf_counter() - t_start,
     }
@@ -236,6 +251,11 @@ def main(argv=None) -> int:
     if pass_rates:
         print(f"pass rate standard {pass_rates['standard']['pass_rate']}, fast {pass_rates['fast']['pass_rate']}, "
               f"delta {delta} points")
+        for sp, d in (paired or {}).items():
+            print(f"  paired delta on {sp} tasks: {100 * d['delta']:+.2f} points, 95% [{100 * d['ci95'][0]:+.2f}, "
+                  f"{100 * d['ci95'][1]:+.2f}] over {d['tasks']} tasks ({d['better']} better, {d['worse']} worse)")
+    if spec_same:
+        print(f"spec-only greedy sequences identical to standard's: {numbers['goal']['spec_only_identical_sequences']}")
     if len(set(dtypes.values())) > 1:
         print(f"note: the sides run in different dtypes {dtypes}: the ratios include that change", flush=True)
     print(f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores -> {a.out}")

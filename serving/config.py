@@ -19,6 +19,8 @@ class QuantConfig:
 class SpeculativeConfig:
     method: str = "draft"  # draft (distilled model in draft/) | ngram (prompt lookup, no model)
     num_speculative_tokens: int = 3  # tokens proposed per step, 1..8
+    prompt_lookup_max: int = 4  # ngram: longest suffix of the context matched against earlier tokens
+    prompt_lookup_min: int = 1  # ngram: shortest match that proposes (2 drops most one-token chance matches)
 
 
 @dataclass

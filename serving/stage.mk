@@ -7,6 +7,7 @@ SERVE_FROM ?= $(if $(or $(filter demo rl,$(MAKECMDGOALS)),$(wildcard $(CKPT)/rl/
 SERVE_FROM := $(SERVE_FROM)
 SERVE ?= export## checkpoint that `make serve` serves: export (standard) or fast
 PORT ?= 8000## port of `make serve` on 127.0.0.1
+BENCH_FAST_ARGS ?= --ablations## extra serving/bench_fast.py arguments of `make bench-fast` (sides, reps, tasks)
 
 export: $(CKPT)/export/manifest.json ## HF weights + model card (evals, provenance) of SERVE_FROM -> checkpoints/export
 $(CKPT)/export/manifest.json: $(CKPT)/$(SERVE_FROM)/manifest.json
@@ -36,7 +37,7 @@ serve-smoke: setup ## start the server, one chat completion through the chat tem
 	$(PRELOAD)$(PY) -m serving.03_serve --in $(CKPT)/$(SERVE) --port 0 --smoke
 
 bench-fast: setup $(CKPT)/fast/manifest.json ## fast vs standard tok/s at batch 1/8/64, acceptance, pass rates -> results/bench/fast.json
-	$(PRELOAD)$(PY) -m serving.bench_fast --fast $(CKPT)/fast --data $(DATA)/domains --out $(RESULTS)/bench/fast.json --ablations
+	$(PRELOAD)$(PY) -m serving.bench_fast --fast $(CKPT)/fast --data $(DATA)/domains --out $(RESULTS)/bench/fast.json $(BENCH_FAST_ARGS)
 
 test-serving: setup ## serving tests only
 	$(PY) -m pytest -q -ra serving/tests $(PYTEST_ARGS)

@@ -180,3 +180,21 @@ def test_demo_real_runs_its_own_chain_on_the_import_in_its_own_directories(tmp_p
         assert paths and all("/real" in p for p in paths), words
         if "--recipe" in words:
             assert words[words.index("--recipe") + 1] == "smollm2_cpu", words
+
+
+def test_bench_fast_real_benches_the_real_rl_fast_variant_in_the_real_directories(tmp_path):
+    """make bench-fast-real (= make bench-fast RECIPE=smollm2_cpu on */real): the fast variant is built from the
+    real RL checkpoint with the smollm2_cpu serving recipe, and the bench compares it with that checkpoint, in bf16
+    too, with the pass rates on 10 eval tasks per domain."""
+    (tmp_path / "ck" / "real" / "rl").mkdir(parents=True)
+    (tmp_path / "ck" / "real" / "rl" / "manifest.json").write_text('{"stage": "rl"}')
+    r = subprocess.run(["make", "-n", "bench-fast-real", f"CKPT={tmp_path}/ck", f"DATA={tmp_path}/data",
+                        f"RESULTS={tmp_path}/r"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = r.stdout.replace("\\\n", " ").splitlines()
+    steps = {w[w.index("-m") + 1]: w for w in (shlex.split(ln) for ln in lines if " -m " in ln)
+             if w[w.index("-m") + 1].startswith("serving.")}
+    fast, bench = steps["serving.02_fast"], steps["serving.bench_fast"]
+    assert fast[fast.index("--in") + 1] == f"{tmp_path}/ck/real/rl" and fast[fast.index("--recipe") + 1] == "smollm2_cpu"
+    assert bench[bench.index("--fast") + 1] == f"{tmp_path}/ck/real/fast"
+    assert bench[bench.index("--out") + 1] == f"{tmp_path}/r/real/bench/fast.json"
+    assert "standard_bf16" in bench[bench.index("--sides") + 1] and bench[bench.index("--per-domain") + 1] == "10"

@@ -49,3 +49,19 @@ def test_help_lists_the_recipe_fields_with_their_help():
     assert r.returncode == 0
     assert any(ln.split()[:3] == ["num_prompts", "=", "256"] and "rl-split prompts the target answers greedily" in ln
                for ln in r.stdout.splitlines()), r.stdout
+
+
+def test_ngram_lookup_bounds_are_checked_before_any_work():
+    import importlib
+
+    import pytest
+
+    from model import recipe
+    from model.config import ConfigError
+
+    fast_mod = importlib.import_module("serving.02_fast")
+    good = recipe.load_recipe("serving", "smollm2_cpu", [])
+    assert fast_mod.validate(good)["lookup"] == [2, 5]
+    bad = recipe.load_recipe("serving", "smollm2_cpu", ["speculative.prompt_lookup_min=6"])
+    with pytest.raises(ConfigError, match="prompt_lookup_min=6, prompt_lookup_max=5"):
+        fast_mod.validate(bad)

@@ -28,7 +28,7 @@ def bench(fast, memorised, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("serving_bench") / "fast.json"
     r = run([sys.executable, "-m", "serving.bench_fast", "--fast", str(fast), "--data", str(memorised),
              "--out", str(out), "--sides", "standard,fast,spec_only", "--batches", "1,6", "--reps", "1",
-             "--max-tokens", "24", "--per-domain", "1", "--quality-max-tokens", "32"])
+             "--max-tokens", "24", "--batched-max-tokens", "24", "--per-domain", "1", "--quality-max-tokens", "32"])
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(out.read_text())
 
