@@ -20,6 +20,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from model.vllm_engine import engine_omp_env
+
 SERVING_JSON = "serving.json"
 
 
@@ -93,6 +95,7 @@ def server_env() -> dict:
     if not _has_cuda():
         env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    engine_omp_env(env)  # no passive OpenMP waiting in an engine (model/vllm_engine.py: 25% of int8 decode speed)
     return env
 
 

@@ -1,0 +1,22 @@
+"""Engines run without the trainers' passive OpenMP waiting (model/vllm_engine.engine_omp_env: 25% of int8 decode)."""
+from __future__ import annotations
+
+from model.vllm_engine import engine_omp_env
+
+
+def test_passive_wait_policy_is_removed_and_returned():
+    env = {"OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": "2"}
+    assert engine_omp_env(env) == {"OMP_WAIT_POLICY": "passive"}
+    assert env == {"OMP_NUM_THREADS": "2"}
+
+
+def test_another_wait_policy_is_left_alone():
+    env = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert engine_omp_env(env) == {} and env == {"OMP_WAIT_POLICY": "ACTIVE"}
+
+
+def test_the_server_process_gets_no_passive_policy(monkeypatch):
+    from serving.server import server_env
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    assert "OMP_WAIT_POLICY" not in server_env()
