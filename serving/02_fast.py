@@ -55,6 +55,10 @@ def validate(cfg: dict) -> dict:
         experts = ok
     elif experts is True and not ok:
         raise ConfigError(f"quant.experts=true but {why}; set quant.experts=auto or false")
+    alpha = q["smooth_alpha"]
+    if not (isinstance(alpha, (int, float)) and 0 <= alpha < 1) or (alpha and q["calib_prompts"] < 1):
+        raise ConfigError(f"quant.smooth_alpha={alpha} must be in [0, 1) (0 = off), with quant.calib_prompts >= 1 "
+                          f"(got {q['calib_prompts']})")
     method = sp["method"]
     if method not in METHODS:
         raise ConfigError(f"speculative.method={method!r}: use one of {list(METHODS)}")
@@ -99,16 +103,25 @@ def main(argv=None) -> int:
         if "quantization_config" in json.loads(hf_conf.read_text()):
             raise ConfigError(f"{a.inp}/hf is already quantized: pass the unquantized target")
         choice = validate(cfg)
-        if choice["method"] == "draft":
+        if choice["method"] == "draft" or cfg["quant"]["smooth_alpha"]:
             if a.data is None:
-                raise ConfigError("speculative.method=draft needs --data <domains datasets> (the distillation prompts)")
+                raise ConfigError("speculative.method=draft and quant.smooth_alpha > 0 need --data <domains datasets> "
+                                  "(distillation and calibration prompts)")
             manifest.verify(a.data, stage="data")
         if a.nproc < 1:
             raise ConfigError(f"--nproc {a.nproc} must be >= 1")
     t0 = time.perf_counter()
     try:
         with manifest.staging(a.out) as tmp:
-            qstats = quantize.quantize_hf_dir(a.inp / "hf", tmp / "hf", choice["scheme"], choice["experts"])
+            maxima, alpha = None, cfg["quant"]["smooth_alpha"]
+            if alpha:  # activation maxima of the unquantized target on training prompts (never eval)
+                from serving import smooth
+                from serving.draft import domain_prompts
+
+                maxima = smooth.activation_maxima(a.inp / "hf", domain_prompts(
+                    a.data, cfg["quant"]["calib_prompts"], cfg["distill"]["seed"]))
+            qstats = quantize.quantize_hf_dir(a.inp / "hf", tmp / "hf", choice["scheme"], choice["experts"],
+                                              smooth_alpha=alpha, maxima=maxima)
             print(f"quantized {qstats['quantized_tensors']} tensors ({choice['scheme']}, experts "
                   f"{'quantized' if choice['experts'] else 'kept: ' + choice['experts_reason']})", flush=True)
             metrics: dict = {"quant": qstats}

@@ -13,6 +13,8 @@ from model.config import ModelConfig
 class QuantConfig:
     scheme: str = "w8a8_int8"  # w8a8_int8 (vLLM CPU and GPU kernels) | w8a8_fp8 (GPU only)
     experts: bool | str = "auto"  # quantize MoE experts: true | false | auto (only where vLLM has an int8 MoE kernel)
+    smooth_alpha: float = 0.0  # SmoothQuant migration strength in (0, 1) before int8 (serving/smooth.py); 0 = off
+    calib_prompts: int = 64  # domains rl-split prompts whose activation maxima set the SmoothQuant scales
 
 
 @dataclass

@@ -106,9 +106,10 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 def quantize_hf_dir(src: Path, dst: Path, scheme: str = "w8a8_int8", experts: bool = False,
-                    int_max: int | None = None) -> dict:
+                    int_max: int | None = None, smooth_alpha: float = 0.0, maxima: dict | None = None) -> dict:
     """Write a quantized copy of the HF directory `src` into `dst`; returns stats (counts, max rel. error).
-    int_max: largest |int8 weight| (default: int8_weight_max() of this machine)."""
+    int_max: largest |int8 weight| (default: int8_weight_max() of this machine). smooth_alpha > 0: SmoothQuant with
+    the activation maxima `maxima` (serving/smooth.py) folded into the weights first."""
     why = "given"
     if int_max is None:
         int_max, why = int8_weight_max()
@@ -120,17 +121,24 @@ def quantize_hf_dir(src: Path, dst: Path, scheme: str = "w8a8_int8", experts: bo
         raise ValueError(f"{src}/config.json already has a quantization_config: pass the unquantized checkpoint")
     dst.mkdir(parents=True, exist_ok=True)
     out: dict[str, torch.Tensor] = {}
-    n_q, worst, bytes_in, bytes_out = 0, 0.0, 0, 0
-    for f in sorted(src.glob("*.safetensors")):
-        for name, t in load_file(str(f)).items():
-            bytes_in += t.numel() * t.element_size()
-            if DENSE.match(name) or (experts and EXPERT.match(name)):
-                q, s = quantize_weight(t, scheme, int_max)
-                worst = max(worst, float((dequantize(q, s) - t.float()).abs().max() / t.float().abs().max().clamp(min=1e-12)))
-                out[name], out[name.removesuffix(".weight") + ".weight_scale"] = q, s
-                n_q += 1
-            else:
-                out[name] = t.contiguous()
+    n_q, worst = 0, 0.0
+    tensors = {n: t for f in sorted(src.glob("*.safetensors")) for n, t in load_file(str(f)).items()}
+    bytes_in = sum(t.numel() * t.element_size() for t in tensors.values())
+    smoothed = None
+    if smooth_alpha:
+        from serving.smooth import smooth
+
+        if not maxima:
+            raise ValueError("smooth_alpha > 0 needs the activation maxima (serving.smooth.activation_maxima)")
+        smoothed = smooth(tensors, maxima, smooth_alpha)
+    for name, t in tensors.items():
+        if DENSE.match(name) or (experts and EXPERT.match(name)):
+            q, s = quantize_weight(t, scheme, int_max)
+            worst = max(worst, float((dequantize(q, s) - t.float()).abs().max() / t.float().abs().max().clamp(min=1e-12)))
+            out[name], out[name.removesuffix(".weight") + ".weight_scale"] = q, s
+            n_q += 1
+        else:
+            out[name] = t.contiguous()
     if n_q == 0:
         raise ValueError(f"{src}: no linear weights matched {DENSE.pattern}; is it a Llama / Qwen3-MoE HF checkpoint?")
     bytes_out = sum(t.numel() * t.element_size() for t in out.values())
@@ -142,4 +150,4 @@ def quantize_hf_dir(src: Path, dst: Path, scheme: str = "w8a8_int8", experts: bo
             shutil.copy2(p, dst / p.name)
     return {"scheme": scheme, "quantized_experts": experts, "int8_weight_max": int_max if scheme == "w8a8_int8" else None,
             "int8_weight_max_reason": why if scheme == "w8a8_int8" else None, "quantized_tensors": n_q, "max_rel_error": worst,
-            "bytes_before": bytes_in, "bytes_after": bytes_out}
+            "bytes_before": bytes_in, "bytes_after": bytes_out, "smooth": smoothed}
