@@ -52,7 +52,7 @@ def test_the_fast_variant_verifies_its_target_once_and_hands_the_hash_to_both_dr
     verified, steps = [], []
     real_verify = manifest.verify
     monkeypatch.setattr(manifest, "verify", lambda d, stage=None: verified.append(Path(d)) or real_verify(d, stage))
-    monkeypatch.setattr(fast.quantize, "quantize_hf_dir", lambda *a: {"quantized_tensors": 0})
+    monkeypatch.setattr(fast.quantize, "quantize_hf_dir", lambda *a, **kw: {"quantized_tensors": 0})
 
     def step(cmd):  # the draft steps' processes: record their command lines; stop after the second
         steps.append(cmd)
