@@ -146,7 +146,7 @@ demo-real: setup ## the chain on SmolLM2-135M-Instruct: import -> cold-start SFT
 fast-real: setup ## the fast variant of the real base (after demo-real): serving/recipes/smollm2_cpu.yaml -> $(CKPT)/real/fast
 	$(MAKE) $(REAL) fast
 bench-fast-real: setup ## fast vs standard on the real base (= make bench-fast RECIPE=smollm2_cpu on */real) -> $(RESULTS)/real/bench/fast.json
-	$(MAKE) $(REAL) bench-fast BENCH_FAST_ARGS="--sides standard,fast,quant_only,spec_only,standard_bf16 --per-domain 10"
+	$(MAKE) $(REAL) bench-fast BENCH_FAST_ARGS="--sides standard,fast,quant_only,spec_only,standard_bf16 --per-domain 10 --natural-requests 24"
 
 reference-real: | setup ## copy every results/real/ file into results/reference/real/ (to commit), with the manifests they measured
 	$(PY) -m notebooks.reference --all --results $(RESULTS)/real --reference $(RESULTS)/reference/real

@@ -40,14 +40,16 @@ EXTRA_SIDES = ABLATIONS + ["standard_bf16"]  # standard_bf16: the standard varia
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
 
 
-def eval_prompts(data_dir: Path, n: int) -> list[str]:
+def eval_prompts(data_dir: Path, n: int | None) -> list[str]:
+    """The first n chat-rendered eval-split prompts, repeated when the split has fewer (n=None: all of them)."""
     import datasets
 
     from domains import chat
 
     rows = datasets.load_from_disk(str(data_dir / "eval"))
-    ps = [chat.render(json.loads(rows[i]["prompt"]), add_generation_prompt=True) for i in range(min(n, len(rows)))]
-    return (ps * (n // len(ps) + 1))[:n]
+    m = len(rows) if n is None else min(n, len(rows))
+    ps = [chat.render(json.loads(rows[i]["prompt"]), add_generation_prompt=True) for i in range(m)]
+    return ps if n is None else (ps * (n // len(ps) + 1))[:n]
 
 
 def agreement(a: list[list[int]], b: list[list[int]]) -> dict:
@@ -62,6 +64,19 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> dict:
     total = sum(len(x) for x in a)
     return {"identical_sequences": same, "sequences": len(a), "prefix_tokens_equal": prefix, "tokens": total,
             "prefix_agreement": prefix / total if total else None}
+
+
+def natural_rep(worker, prompts: list[str], max_tokens: int) -> dict:
+    """One request at a time, each stopping at its end of turn: generated tokens / summed seconds, and the
+    speculative counters. Sides answer the same requests; their answers may differ in length (a quantized target)."""
+    tokens, secs, drafts, accepted = 0, 0.0, 0, 0
+    for p in prompts:
+        r = worker.timed_generate([p], max_tokens=max_tokens)
+        tokens, secs = tokens + len(r["token_ids"][0]), secs + r["seconds"]
+        drafts += r["spec"].get("spec_decode_num_drafts", 0)
+        accepted += r["spec"].get("spec_decode_num_accepted_tokens", 0)
+    return {"tok_s": tokens / secs, "tokens": tokens, "seconds": secs,
+            "acceptance_length": 1 + accepted / drafts if drafts else None}
 
 
 def ratio_interval(fast_runs: list[float], std_runs: list[float], n_boot: int = 4000, seed: int = 0,
@@ -111,6 +126,8 @@ def main(argv=None) -> int:
                     help="generated tokens per sequence at batch > 1 (a batch-64 rep at 512 takes minutes on a CPU)")
     ap.add_argument("--reps", type=int, default=6, help="interleaved repetitions per batch size and side")
     ap.add_argument("--goal", type=float, default=2.0, help="fast/standard tok/s ratio goal at batch 1")
+    ap.add_argument("--natural-requests", type=int, default=0,
+                    help="also time batch-1 answers that stop at their end: this many requests per rep (0 = off)")
     ap.add_argument("--per-domain", type=int, default=1, help="eval tasks per domain for the pass rates")
     ap.add_argument("--families", default="", help="comma-separated families for the pass rates (default: all)")
     ap.add_argument("--quality-max-tokens", type=int, default=128, help="tokens per assistant turn in the pass-rate eval")
@@ -138,6 +155,9 @@ def main(argv=None) -> int:
     # rep r at batch b runs prompts [r*b, (r+1)*b): each rep a different request (the same on every side), so a
     # ratio is not the speed of one prompt's continuation; the pairing of the bootstrap keeps sides comparable
     prompts = eval_prompts(a.data, max(batches) * (a.reps + 1))
+    # natural answers: reps x requests prompts spaced evenly over the whole eval split (every family in every rep)
+    every = eval_prompts(a.data, None) if a.natural_requests else []
+    spread = [every[int(i * len(every) / (a.reps * a.natural_requests))] for i in range(a.reps * a.natural_requests)]
     load_before = os.getloadavg()
     std_dtype = serving_config(std).get("dtype", "float32")
     known = {"standard": dict(ckpt=std), "fast": dict(ckpt=a.fast), "quant_only": dict(ckpt=a.fast, speculative=False),
@@ -161,6 +181,7 @@ def main(argv=None) -> int:
         runs: dict = {n: {b: [] for b in batches} for n in sides}
         cpu_runs: dict = {n: {b: [] for b in batches} for n in sides}
         spec: dict = {n: {b: {} for b in batches} for n in sides}
+        natural: dict = {n: [] for n in sides}
         ids: dict = {}  # every rep's greedy ids per side and batch: agreement over all of them
         names = list(sides)
         for rep in range(a.reps):
@@ -175,6 +196,12 @@ def main(argv=None) -> int:
                         spec[n][b][k] = spec[n][b].get(k, 0) + v
                     ids.setdefault((n, b), []).extend(r["token_ids"])
                     print(f"rep {rep} batch {b:>3} {n:<10} {runs[n][b][-1]:9.1f} tok/s", flush=True)
+            if a.natural_requests:  # ignore_eos times mostly text past the answer; real answers end (and are short)
+                chunk = spread[rep::a.reps]
+                for n in order:
+                    r = natural_rep(workers[n], chunk, a.quality_max_tokens)
+                    natural[n].append(r)
+                    print(f"rep {rep} natural  {n:<10} {r['tok_s']:9.1f} tok/s ({r['tokens']} tokens)", flush=True)
         pass_rates, recs = {}, {}
         if not a.no_quality:
             from domains.sandboxing import available, make_pool
@@ -237,6 +264,11 @@ def main(argv=None) -> int:
                  "spec_only_identical_sequences": None if spec_same is None else {
                      b: f"{v['identical_sequences']}/{v['sequences']}" for b, v in spec_same.items()}},
         "load_average": {"before": load_before, "after": os.getloadavg(), "cores": os.cpu_count()},
+        "natural_batch1": None if not a.natural_requests else {
+            "requests_per_rep": a.natural_requests, "max_tokens": a.quality_max_tokens, "runs": natural,
+            "ratio_interval_vs_standard": {n: ratio_interval([r["tok_s"] for r in natural[n]],
+                                                             [r["tok_s"] for r in natural["standard"]])
+                                           for n in sides if n != "standard"}},
         "wall_s": time.perf_counter() - t_start,
     }
     results.write(a.out, "bench.fast", numbers, measured=a.fast)
@@ -246,6 +278,11 @@ def main(argv=None) -> int:
         print(f"{b:>5} " + " ".join(f"{tok_s[n][str(b)]['median']:12.1f}" for n in sides)
               + f"   {fmt_interval(interval['fast'][str(b)]):>24} {ratio_cpu['fast'][str(b)]:6.2f}"
               + f"   {acc.get('fast', {}).get(str(b))}")
+    if a.natural_requests:
+        for n, iv in numbers["natural_batch1"]["ratio_interval_vs_standard"].items():
+            acc_n = [r["acceptance_length"] for r in natural[n] if r["acceptance_length"]]
+            print(f"natural answers at batch 1, {n}/standard: {fmt_interval(iv)}"
+                  + (f", acceptance length {statistics.mean(acc_n):.2f}" if acc_n else ""))
     if 1 in batches:
         print(f"goal fast/standard >= {a.goal:g}x at batch 1: {numbers['goal']['ratio_batch1_ge_2']}")
     if pass_rates:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from serving.bench_fast import ratio_interval, verdict
 
 REPS = 6
@@ -66,3 +68,22 @@ def test_interval_is_fixed_by_its_seed():
     assert ratio_interval(fast, std, seed=7) == ratio_interval(fast, std, seed=7)
     # and the seed is what fixes it: another seed draws other resamples, so other bounds on these continuous runs
     assert ratio_interval(fast, std, seed=7) != ratio_interval(fast, std, seed=8)
+
+
+def test_natural_rep_is_tokens_over_summed_seconds_of_answers_that_end():
+    from serving.bench_fast import natural_rep
+
+    class Worker:  # answers of 3 and 5 tokens in 1 s and 3 s, one accepted proposal in 4 drafts
+        calls: list = []
+
+        def timed_generate(self, prompts, max_tokens, ignore_eos=False):
+            self.calls.append((prompts, max_tokens, ignore_eos))
+            n = 3 if prompts == ["a"] else 5
+            return {"token_ids": [list(range(n))], "seconds": n / 3 if n == 3 else 3.0,
+                    "spec": {"spec_decode_num_drafts": 2, "spec_decode_num_accepted_tokens": n == 3}}
+
+    w = Worker()
+    r = natural_rep(w, ["a", "b"], max_tokens=64)
+    assert r["tokens"] == 8 and r["seconds"] == pytest.approx(4.0) and r["tok_s"] == pytest.approx(2.0)
+    assert r["acceptance_length"] == pytest.approx(1.25)
+    assert all(not ignore for _, _, ignore in w.calls) and all(len(p) == 1 for p, _, _ in w.calls)  # batch 1, ends
