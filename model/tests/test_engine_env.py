@@ -14,9 +14,3 @@ def test_another_wait_policy_is_left_alone():
     env = {"OMP_WAIT_POLICY": "ACTIVE"}
     assert engine_omp_env(env) == {} and env == {"OMP_WAIT_POLICY": "ACTIVE"}
 
-
-def test_the_server_process_gets_no_passive_policy(monkeypatch):
-    from serving.server import server_env
-
-    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
-    assert "OMP_WAIT_POLICY" not in server_env()
