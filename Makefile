@@ -16,6 +16,7 @@ PYTEST_ARGS ?=## extra pytest arguments, e.g. -k manifest
 # The real base's recipe has directories of its own: `make <target> RECIPE=smollm2_cpu` without CKPT/DATA/RESULTS
 # works in checkpoints/real, data/real, results/real, figures/real (as `make demo-real` does), never beside the tiny
 # default's checkpoints, whose recipes differ
+RESULTS_ROOT := $(RESULTS)# before the real recipe's */real: benchmarks of a model shape, named by recipe, stay here
 ifeq ($(RECIPE)|$(origin CKPT)$(origin DATA)$(origin RESULTS),smollm2_cpu|filefilefile)
 CKPT := $(CKPT)/real
 DATA := $(DATA)/real
@@ -127,7 +128,7 @@ plan: setup ## check a recipe's layout, memory per GPU and step time, no GPU nee
 
 BENCH_DTYPE ?= fp32## compute dtype of `make bench-train`: fp32 | bf16
 # the tiny default in fp32 keeps the committed reference's name; another recipe or bf16 gets its own file
-BENCH_TRAIN_OUT = $(RESULTS)/bench/train$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE))$(if $(filter bf16,$(BENCH_DTYPE)),_bf16).json
+BENCH_TRAIN_OUT = $(RESULTS_ROOT)/bench/train$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE))$(if $(filter bf16,$(BENCH_DTYPE)),_bf16).json
 bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU, on RECIPE's model -> results/bench/train[_<recipe>].json
 	$(PY) -m pretrain_ckpt.bench_train --recipe $(RECIPE) --dtype $(BENCH_DTYPE) --out $(BENCH_TRAIN_OUT)
 
