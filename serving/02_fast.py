@@ -68,7 +68,7 @@ def validate(cfg: dict) -> dict:
     lo, hi = sp["prompt_lookup_min"], sp["prompt_lookup_max"]
     if method == "ngram" and not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
         raise ConfigError(f"speculative.prompt_lookup_min={lo}, prompt_lookup_max={hi}: need integers 1 <= min <= max")
-    return {"scheme": scheme, "experts": bool(experts), "experts_reason": why, "method": method, "k": k, "lookup": [lo, hi],
+    return {"scheme": scheme, "experts": bool(experts), "experts_reason": why, "method": method, "k": k, "lookup": [lo, hi], "smooth_alpha": alpha,
             "dtype": dtype, "dtype_reason": dtype_why}
 
 
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
         if "quantization_config" in json.loads(hf_conf.read_text()):
             raise ConfigError(f"{a.inp}/hf is already quantized: pass the unquantized target")
         choice = validate(cfg)
-        if choice["method"] == "draft" or cfg["quant"]["smooth_alpha"]:
+        if choice["method"] == "draft" or choice["smooth_alpha"]:
             if a.data is None:
                 raise ConfigError("speculative.method=draft and quant.smooth_alpha > 0 need --data <domains datasets> "
                                   "(distillation and calibration prompts)")
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     try:
         with manifest.staging(a.out) as tmp:
-            maxima, alpha = None, cfg["quant"]["smooth_alpha"]
+            maxima, alpha = None, choice["smooth_alpha"]
             if alpha:  # activation maxima of the unquantized target on training prompts (never eval)
                 from serving import smooth
                 from serving.draft import domain_prompts

@@ -40,16 +40,25 @@ EXTRA_SIDES = ABLATIONS + ["standard_bf16"]  # standard_bf16: the standard varia
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
 
 
-def eval_prompts(data_dir: Path, n: int | None) -> list[str]:
-    """The first n chat-rendered eval-split prompts, repeated when the split has fewer (n=None: all of them)."""
+def eval_prompts(data_dir: Path) -> list[str]:
+    """Every chat-rendered eval-split prompt, in the split's order."""
     import datasets
 
     from domains import chat
 
     rows = datasets.load_from_disk(str(data_dir / "eval"))
-    m = len(rows) if n is None else min(n, len(rows))
-    ps = [chat.render(json.loads(rows[i]["prompt"]), add_generation_prompt=True) for i in range(m)]
-    return ps if n is None else (ps * (n // len(ps) + 1))[:n]
+    return [chat.render(json.loads(r["prompt"]), add_generation_prompt=True) for r in rows]
+
+
+def acceptance_length(spec: dict) -> float | None:
+    """Mean tokens per speculative step: 1 + accepted / drafts of vLLM's counters (None without drafts)."""
+    drafts = spec.get("spec_decode_num_drafts")
+    return 1 + spec["spec_decode_num_accepted_tokens"] / drafts if drafts else None
+
+
+def add_counters(total: dict, spec: dict) -> None:
+    for k, v in spec.items():
+        total[k] = total.get(k, 0) + v
 
 
 def agreement(a: list[list[int]], b: list[list[int]]) -> dict:
@@ -69,14 +78,13 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> dict:
 def natural_rep(worker, prompts: list[str], max_tokens: int) -> dict:
     """One request at a time, each stopping at its end of turn: generated tokens / summed seconds, and the
     speculative counters. Sides answer the same requests; their answers may differ in length (a quantized target)."""
-    tokens, secs, drafts, accepted = 0, 0.0, 0, 0
+    tokens, secs, spec = 0, 0.0, {}
     for p in prompts:
         r = worker.timed_generate([p], max_tokens=max_tokens)
         tokens, secs = tokens + len(r["token_ids"][0]), secs + r["seconds"]
-        drafts += r["spec"].get("spec_decode_num_drafts", 0)
-        accepted += r["spec"].get("spec_decode_num_accepted_tokens", 0)
-    return {"tok_s": tokens / secs, "tokens": tokens, "seconds": secs,
-            "acceptance_length": 1 + accepted / drafts if drafts else None}
+        add_counters(spec, r["spec"])
+    return {"tok_s": tokens / secs, "tokens": tokens, "seconds": secs, "spec": spec,
+            "acceptance_length": acceptance_length(spec)}
 
 
 def ratio_interval(fast_runs: list[float], std_runs: list[float], n_boot: int = 4000, seed: int = 0,
@@ -152,11 +160,12 @@ def main(argv=None) -> int:
     from domains import evaluate
     from serving.server import engine_process, serving_config
 
-    # rep r at batch b runs prompts [r*b, (r+1)*b): each rep a different request (the same on every side), so a
-    # ratio is not the speed of one prompt's continuation; the pairing of the bootstrap keeps sides comparable
-    prompts = eval_prompts(a.data, max(batches) * (a.reps + 1))
+    # the warm-up runs prompts [0, b) and rep r at batch b prompts [(r+1)*b, (r+2)*b), cycling over the split: each rep
+    # a different request (the same on every side), so a ratio is not the speed of one prompt's continuation
+    every = eval_prompts(a.data)
+    n_prompts = max(batches) * (a.reps + 1)
+    prompts = (every * (n_prompts // len(every) + 1))[:n_prompts]
     # natural answers: reps x requests prompts spaced evenly over the whole eval split (every family in every rep)
-    every = eval_prompts(a.data, None) if a.natural_requests else []
     spread = [every[int(i * len(every) / (a.reps * a.natural_requests))] for i in range(a.reps * a.natural_requests)]
     load_before = os.getloadavg()
     std_dtype = serving_config(std).get("dtype", "float32")
@@ -192,8 +201,7 @@ def main(argv=None) -> int:
                                                   ignore_eos=True)
                     runs[n][b].append(b * tokens[b] / r["seconds"])
                     cpu_runs[n][b].append(b * tokens[b] / max(r["cpu_seconds"], 1e-9))
-                    for k, v in r["spec"].items():
-                        spec[n][b][k] = spec[n][b].get(k, 0) + v
+                    add_counters(spec[n][b], r["spec"])
                     ids.setdefault((n, b), []).extend(r["token_ids"])
                     print(f"rep {rep} batch {b:>3} {n:<10} {runs[n][b][-1]:9.1f} tok/s", flush=True)
             if a.natural_requests:  # ignore_eos times mostly text past the answer; real answers end (and are short)
@@ -227,16 +235,13 @@ def main(argv=None) -> int:
         for w in workers.values():
             w.close()
     tok_s = {n: {str(b): {"median": statistics.median(v), "runs": v} for b, v in per.items()} for n, per in runs.items()}
-    ratio = {n: {str(b): tok_s[n][str(b)]["median"] / tok_s["standard"][str(b)]["median"] for b in batches}
-             for n in sides if n != "standard"}
     interval = {n: {str(b): ratio_interval(runs[n][b], runs["standard"][b]) for b in batches}
                 for n in sides if n != "standard"}
+    ratio = {n: {b: iv["ratio"] for b, iv in per.items()} for n, per in interval.items()}  # of the medians
     tok_cpu = {n: {str(b): {"median": statistics.median(v), "runs": v} for b, v in per.items()} for n, per in cpu_runs.items()}
     ratio_cpu = {n: {str(b): tok_cpu[n][str(b)]["median"] / tok_cpu["standard"][str(b)]["median"] for b in batches}
                  for n in sides if n != "standard"}
-    acc = {n: {str(b): (1 + c["spec_decode_num_accepted_tokens"] / c["spec_decode_num_drafts"])
-               if c.get("spec_decode_num_drafts") else None for b, c in per.items()} for n, per in spec.items()
-           if any(per.values())}
+    acc = {n: {str(b): acceptance_length(c) for b, c in per.items()} for n, per in spec.items() if any(per.values())}
     agree = {n: {str(b): agreement(ids[("standard", b)], ids[(n, b)]) for b in batches}
              for n in sides if n != "standard"}
     delta, paired = None, None
@@ -280,9 +285,12 @@ def main(argv=None) -> int:
               + f"   {acc.get('fast', {}).get(str(b))}")
     if a.natural_requests:
         for n, iv in numbers["natural_batch1"]["ratio_interval_vs_standard"].items():
-            acc_n = [r["acceptance_length"] for r in natural[n] if r["acceptance_length"]]
+            total: dict = {}
+            for r in natural[n]:
+                add_counters(total, r["spec"])
+            acc_n = acceptance_length(total)
             print(f"natural answers at batch 1, {n}/standard: {fmt_interval(iv)}"
-                  + (f", acceptance length {statistics.mean(acc_n):.2f}" if acc_n else ""))
+                  + (f", acceptance length {acc_n:.2f}" if acc_n else ""))
     if 1 in batches:
         print(f"goal fast/standard >= {a.goal:g}x at batch 1: {numbers['goal']['ratio_batch1_ge_2']}")
     if pass_rates:
