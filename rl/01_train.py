@@ -116,6 +116,7 @@ class Trainer(Hooks):
         self.updates_per_step = cfg.algo.minibatches
         self.scheduler = self.engine = self.pool = self.renderer = self.sync_dir = None
         self.start_eval = self.start_records = None
+        self.ahead: dict[int, tuple] = {}  # rank 0: step -> (samples, metrics) collected ahead (max_staleness > 0)
 
     # ---- set-up -------------------------------------------------------------------------------------
     def prepare(self):
@@ -167,6 +168,7 @@ class Trainer(Hooks):
             self.start_eval = common.get("start_eval")
             self.start_records = common.get("start_records")
             self.scheduler.load_state_dict(common["sched"])
+            self.ahead = dict(common.get("ahead") or {})
             random.setstate(_tuple_state(common["py_rng"]))
             np.random.set_state(tuple(common["np_rng"]))
         if self.needs_box:
@@ -281,7 +283,7 @@ class Trainer(Hooks):
                             self.cfg.rollout.temperature) for mbs in minis]
         out = dict(ms[0])
         w = [m["action_tokens"] for m in ms]  # per-token statistics: weigh minibatches by their tokens
-        for key in ("loss", "clip_frac", "mismatch_abs", "mismatch_kl", "tis_capped_frac", "kl_ref"):
+        for key in ("loss", "clip_frac", "mismatch_abs", "mismatch_kl", "tis_capped_frac", "is_masked_frac", "kl_ref"):
             out[key] = float(np.average([m[key] for m in ms], weights=w)) if sum(w) else 0.0
         out["grad_norm"] = float(np.mean([m["grad_norm"] for m in ms]))
         out["update_s"] = sum(m["update_s"] for m in ms)
@@ -308,21 +310,54 @@ class Trainer(Hooks):
 
         return sync.sync(self.run.ddp, self.rc.model, self.engine, self.sync_dir / "hf", self.a.inp / "tokenizer")
 
+    def _collect_versioned(self, step: int, version: int) -> tuple[list, dict]:
+        samples, m = self.collect(step)
+        m.update(weight_version=version, staleness=step - version)
+        return samples, m
+
     def step(self, step: int) -> None:
+        """Step `step` + 1. With rollout.max_staleness k > 0 the engine, which holds the weights of this step
+        (version `step`), also generates the rollouts of the steps up to step + k that are not collected yet (all
+        of 1..k at step 0, then step + k), beside the update when rollout.overlap is on. So the rollouts of step s
+        always come from version max(0, s - k), whatever the timing; the batches collected ahead are part of the
+        step checkpoint, and at k = 0 this is the lockstep loop."""
         from model import parallel
 
-        r, gpu = self.run, torch.cuda.is_available() and self.cfg.rollout.sleep_between
+        r, ro = self.run, self.cfg.rollout
         t0 = time.perf_counter()
-        samples, m = self.collect(step) if r.rank0 else (None, None)
+        samples = m = None
+        later: list[int] = []
+        if r.rank0:
+            samples, m = self.ahead.pop(step) if step in self.ahead else self._collect_versioned(step, step)
+            later = [s for s in range(step + 1, min(step + ro.max_staleness, r.total - 1) + 1) if s not in self.ahead]
         if parallel.world_size() > 1:
             box = [samples]
             torch.distributed.broadcast_object_list(box, src=0)
             samples = box[0]
+        worker = None
+        if later and ro.overlap:  # the engine generates (weights of version `step`) while the trainer updates
+            import threading
+
+            def work():
+                for s in later:
+                    self.ahead[s] = self._collect_versioned(s, step)
+            worker = threading.Thread(target=work, name="rl-collect-ahead")
+            worker.start()
+        gpu = torch.cuda.is_available() and ro.sleep_between and worker is None  # a generating engine stays awake
         if gpu and r.rank0:
             self.engine.sleep()
-        u = self.update(samples)
+        try:
+            u = self.update(samples)
+        finally:
+            if worker is not None:
+                worker.join()
         if gpu and r.rank0:
             self.engine.wake()
+        if later and not ro.overlap:  # the same batches, after the update instead of beside it
+            for s in later:
+                self.ahead[s] = self._collect_versioned(s, step)
+        if r.rank0 and later and any(s not in self.ahead for s in later):
+            raise RuntimeError(f"collecting the rollouts of steps {later} ahead failed (see the log above)")
         s = self._sync()
         if r.rank0:
             self._record(step, m, u, s, t0)
@@ -345,16 +380,18 @@ class Trainer(Hooks):
               f"zero_var {m['zero_var_frac']:.2f} | groups {m['groups_used']}/{self.cfg.rollout.groups_per_step} "
               f"| infra {m['infra_errors']} (cut {m['rollouts_cut']}, retries {m['tool_retries']}) "
               f"| loss {m['loss']:.5f} | mismatch {m['mismatch_abs']:.2e} | "
-              f"grad_norm {m['grad_norm']:.3f} | rollout {m['rollout_s']:.1f}s reward {m['reward_s']:.1f}s "
+              + (f"weights v{m['weight_version']} (stale {m['staleness']}) | " if self.cfg.rollout.max_staleness else "")
+              + f"grad_norm {m['grad_norm']:.3f} | rollout {m['rollout_s']:.1f}s reward {m['reward_s']:.1f}s "
               f"update {m['update_s']:.1f}s sync {m['sync_s']:.2f}s | elapsed {fmt_time(elapsed)} | "
               f"eta {fmt_time((total - step - 1) * elapsed / done)}")
         if "eval" in m:
             r.log("eval step " + str(step + 1) + " | " + _eval_line(eval_table))
 
     def state(self) -> dict:
-        """Rank 0's scheduler, RNG and the evaluation at start: a resumed run continues them."""
+        """Rank 0's scheduler, RNG, the evaluation at start and the batches collected ahead: a resumed run
+        continues them."""
         return {"sched": self.scheduler.state_dict(), "py_rng": random.getstate(), "np_rng": np.random.get_state(),
-                "start_eval": self.start_eval, "start_records": self.start_records}
+                "start_eval": self.start_eval, "start_records": self.start_records, "ahead": dict(self.ahead)}
 
     def evaluate(self) -> tuple[dict, list[dict]]:
         """(table, per-item records) of the engine's weights under the project's one protocol (domains.evaluate);

@@ -32,6 +32,8 @@ class RolloutConfig:
     long_timeout_s: float = 600.0  # wall budget of one sandbox-holding rollout (long lane); past it: cut, infra
     tool_retries: int = 2  # retries of a tool call that failed for infrastructure reasons (sandbox failure)
     tool_retry_backoff_s: float = 0.5  # first retry's wait, doubled each time
+    max_staleness: int = 0  # k: the rollouts of step s use the weights of step max(0, s - k); 0 = lockstep
+    overlap: bool = True  # k > 0: generate step s + k's rollouts while step s updates (false: one after the other)
 
 
 @dataclass
@@ -41,6 +43,9 @@ class AlgoConfig:
     kl_coef: float = 0.0  # weight of the k3 KL to the reference (the parent checkpoint); 0 = no reference model
     normalize_std: bool = True  # divide group advantages by the group std (GRPO); false = Dr. GRPO
     tis_cap: float = 2.0  # truncated importance weight exp(trainer_old - rollout) <= cap; 0 = no correction
+    mis_low: float = 0.0  # masked IS: drop tokens (sequences) whose engine weight is below this (with mis_high)
+    mis_high: float = 0.0  # masked IS: ... or above this; 0 = off (rl/objective.py)
+    is_level: str = "token"  # token | sequence: weigh each token, or each trajectory by its product of ratios
     minibatches: int = 1  # optimizer steps per rollout batch (>1 = off-policy minibatches, clipping active)
 
 
@@ -124,6 +129,15 @@ class RLConfig:
             raise ConfigError(f"algo.clip_low={a.clip_low} must be in [0, 1) and algo.clip_high={a.clip_high} >= 0")
         if a.tis_cap and a.tis_cap < 1:
             raise ConfigError(f"algo.tis_cap={a.tis_cap} must be >= 1 (or 0 to turn the correction off)")
+        if a.mis_high and not 0 <= a.mis_low < 1 < a.mis_high:
+            raise ConfigError(f"algo.mis_low={a.mis_low}, algo.mis_high={a.mis_high}: the masked-IS band needs "
+                              "0 <= mis_low < 1 < mis_high (or mis_high 0 to turn it off)")
+        if a.mis_low and not a.mis_high:
+            raise ConfigError(f"algo.mis_low={a.mis_low} without algo.mis_high: set both to mask (e.g. 0.5 and 2)")
+        if a.is_level not in ("token", "sequence"):
+            raise ConfigError(f"algo.is_level={a.is_level!r}: use token or sequence")
+        if r.max_staleness < 0:
+            raise ConfigError(f"rollout.max_staleness={r.max_staleness} must be >= 0 (0 = lockstep)")
         if a.minibatches < 1 or r.groups_per_step % a.minibatches:
             raise ConfigError(f"algo.minibatches={a.minibatches} must divide rollout.groups_per_step="
                               f"{r.groups_per_step}")

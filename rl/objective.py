@@ -7,6 +7,18 @@ Per action token t of a trajectory with advantage A (its group-normalized reward
     loss_t  = -w * min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A) + kl_coef * k3(ref, new)
 and the step loss is sum_t loss_t / (number of action tokens in the whole global batch): every token weighs
 the same whatever the length of its trajectory (DAPO's token-level aggregation).
+
+The engine/trainer importance weight rho = exp(logp_old - logp_rollout) corrects for the rollout engine not being
+the trainer (kernels, precision, quantization, stale weights). Three corrections, each a recipe switch (algo.*):
+- truncated IS (TIS, `tis_cap`): w = min(rho, cap);
+- masked IS (MIS, `mis_low`/`mis_high`): w = rho inside [mis_low, mis_high] (min(rho, cap) with TIS on), and a
+  token whose rho leaves the band is dropped from the loss (weight 0; it still counts in the normaliser, like a
+  clipped token), so the few tokens the engine and trainer disagree on most carry no gradient at all, where TIS
+  keeps them at the cap;
+- `is_level: sequence`: rho is the product over the trajectory's action tokens (exp of the summed log-ratio),
+  one weight for every token of the trajectory; TIS caps it and MIS masks the whole trajectory.
+With neither TIS nor MIS on, w = 1 (no correction). With rho = 1 (engine == trainer) every correction is the
+identity.
 """
 from __future__ import annotations
 
@@ -90,20 +102,36 @@ def empty_sample(seq_length: int, pad_id: int) -> dict:
             "position_ids": torch.arange(seq_length)}
 
 
+def engine_weights(old_lp: torch.Tensor, rollout_lp: torch.Tensor, mask: torch.Tensor, *, tis_cap: float,
+                   mis_low: float = 0.0, mis_high: float = 0.0, is_level: str = "token"
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(weight, capped, masked) per token: the engine/trainer importance correction (module docstring).
+
+    Tensors are [..., seq]: the last dimension is one trajectory (a trainer sample is one rollout), so the
+    sequence-level log weight is the masked sum over it. capped/masked are 0/1 floats per token."""
+    log_rho = (old_lp.detach() - rollout_lp) * mask
+    if is_level == "sequence":
+        log_rho = log_rho.sum(-1, keepdim=True).expand_as(mask)
+    rho = torch.exp(log_rho)
+    masked = ((rho < mis_low) | (rho > mis_high)).float() if mis_high else torch.zeros_like(rho)
+    capped = (rho > tis_cap).float() * (1 - masked) if tis_cap else torch.zeros_like(rho)
+    w = rho.clamp(max=tis_cap) if tis_cap else rho if mis_high else torch.ones_like(rho)
+    return torch.where(masked.bool(), torch.zeros_like(w), w).detach(), capped, masked  # where: inf * 0 is nan
+
+
 def token_loss(new_lp: torch.Tensor, old_lp: torch.Tensor, rollout_lp: torch.Tensor, adv: torch.Tensor,
                mask: torch.Tensor, *, clip_low: float, clip_high: float, tis_cap: float,
-               ref_lp: torch.Tensor | None = None, kl_coef: float = 0.0) -> tuple[torch.Tensor, dict]:
+               ref_lp: torch.Tensor | None = None, kl_coef: float = 0.0, mis_low: float = 0.0,
+               mis_high: float = 0.0, is_level: str = "token") -> tuple[torch.Tensor, dict]:
     """Summed (not averaged) masked loss and summed statistics; the caller divides by the global token count."""
     mask = mask.float()
     log_ratio = new_lp - old_lp.detach()
     ratio = torch.exp(log_ratio)
     clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     surr = torch.minimum(ratio * adv, clipped * adv)
-    if tis_cap:
-        w = torch.exp(old_lp.detach() - rollout_lp).clamp(max=tis_cap)
-    else:
-        w = torch.ones_like(new_lp)
-    per_tok = -w.detach() * surr
+    w, capped, masked = engine_weights(old_lp, rollout_lp, mask, tis_cap=tis_cap, mis_low=mis_low,
+                                       mis_high=mis_high, is_level=is_level)
+    per_tok = -w * surr
     stats = {}
     if ref_lp is not None and kl_coef:
         d = ref_lp.detach() - new_lp
@@ -118,7 +146,7 @@ def token_loss(new_lp: torch.Tensor, old_lp: torch.Tensor, rollout_lp: torch.Ten
             .mul(mask).sum(),
             "mismatch_abs_sum": diff.abs().sum(),  # |trainer - engine| logprob of the sampled tokens
             "mismatch_kl_sum": (torch.exp(-diff) - 1 + diff).mul(mask).sum(),  # k3 estimate of KL(engine||trainer)
-            "tis_capped_sum": ((torch.exp(old_lp - rollout_lp) > tis_cap).float() * mask).sum() if tis_cap
-            else torch.zeros(()),
+            "tis_capped_sum": (capped * mask).sum(),  # tokens whose weight (token or sequence) hit the cap
+            "is_masked_sum": (masked * mask).sum(),  # tokens MIS dropped
         })
     return (per_tok * mask).sum(), stats

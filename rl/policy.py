@@ -16,7 +16,8 @@ import torch
 
 from rl import objective
 
-STAT_KEYS = ("tokens", "loss_sum", "clip_frac_sum", "mismatch_abs_sum", "mismatch_kl_sum", "tis_capped_sum", "kl_sum")
+STAT_KEYS = ("tokens", "loss_sum", "clip_frac_sum", "mismatch_abs_sum", "mismatch_kl_sum", "tis_capped_sum",
+             "is_masked_sum", "kl_sum")
 
 
 def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -45,7 +46,8 @@ def _train_fwd(cfg, scale: float, data_iterator, model):
         old = b["old_logprobs"] if "old_logprobs" in b else new.detach()
         loss_sum, st = objective.token_loss(
             new, old, b["rollout_logprobs"], b["advantages"], b["loss_mask"], clip_low=cfg.clip_low,
-            clip_high=cfg.clip_high, tis_cap=cfg.tis_cap, ref_lp=b.get("ref_logprobs"), kl_coef=cfg.kl_coef)
+            clip_high=cfg.clip_high, tis_cap=cfg.tis_cap, ref_lp=b.get("ref_logprobs"), kl_coef=cfg.kl_coef,
+            mis_low=cfg.mis_low, mis_high=cfg.mis_high, is_level=cfg.is_level)
         st["loss_sum"] = loss_sum.detach()
         return loss_sum * scale, {k: v.detach().float() for k, v in st.items()}
     return logits, fn
@@ -113,6 +115,7 @@ def update(ddp, optimizer, scheduler, batches: list[dict], seq_length: int, glob
     n = max(st["tokens"], 1.0)
     return {"loss": st["loss_sum"] / n, "action_tokens": st["tokens"], "clip_frac": st["clip_frac_sum"] / n,
             "mismatch_abs": st["mismatch_abs_sum"] / n, "mismatch_kl": st["mismatch_kl_sum"] / n,
-            "tis_capped_frac": st["tis_capped_sum"] / n, "kl_ref": st["kl_sum"] / n,
+            "tis_capped_frac": st["tis_capped_sum"] / n, "is_masked_frac": st["is_masked_sum"] / n,
+            "kl_ref": st["kl_sum"] / n,
             "grad_norm": float(grad_norm) if grad_norm is not None else math.nan,
             "lr": optimizer.param_groups[0]["lr"], "skipped": not ok, "update_s": time.perf_counter() - t0}

@@ -57,3 +57,14 @@ def test_from_dict_refuses_a_value_of_the_wrong_kind():
 
     with pytest.raises(ConfigError, match=r"^rollout\.groups_per_step='8' must be int"):
         RLConfig.from_dict({"rollout": {"groups_per_step": "8"}})
+
+
+@pytest.mark.parametrize("algo,match", [({"mis_low": 0.5, "mis_high": 0.9}, r"algo\.mis_low=0\.5, algo\.mis_high=0\.9"),
+                                        ({"mis_low": 0.5}, r"algo\.mis_low=0\.5 without algo\.mis_high"),
+                                        ({"is_level": "trajectory"}, r"algo\.is_level='trajectory'")])
+def test_an_importance_correction_that_cannot_work_is_refused_by_name(algo, match):
+    from rl.config import RLConfig
+
+    with pytest.raises(ConfigError, match=match):
+        RLConfig.from_dict({"algo": algo})
+    RLConfig.from_dict({"algo": {"mis_low": 0.5, "mis_high": 2.0, "is_level": "sequence"}})  # a valid band

@@ -73,3 +73,59 @@ def test_micro_batch_is_cut_after_its_last_trained_position():
     assert out["tokens"].shape == (2, 32) and torch.equal(out["tokens"], mb["tokens"][:, :32])
     assert out["loss_mask"].sum() == mask.sum()  # nothing trained is lost
     assert trim_microbatch({"loss_mask": torch.zeros(4, 64)}, 16)["loss_mask"].shape == (4, 16)  # filler
+
+
+def test_masked_is_drops_the_tokens_outside_its_band_and_keeps_the_others():
+    """rho = e^1 (outside [0.5, 2]) is dropped, rho = e^0.5 (inside) is kept at full weight; TIS off."""
+    kw = {"mis_low": 0.5, "mis_high": 2.0}
+    loss, g, st = _loss([0.0, 0.0], [0.0, 0.0], [1.0, 1.0], rollout=[-1.0, -0.5], **kw)
+    assert loss.item() == pytest.approx(-(2.718281828459045 ** 0.5))  # only the second token, weight rho
+    assert g[0].item() == 0 and g[1].item() != 0
+    assert st["is_masked_sum"].item() == 1 and st["tokens"].item() == 2  # masked tokens stay in the normaliser
+
+
+def test_masked_is_masks_before_the_cap_counts():
+    _, _, st = _loss([0.0, 0.0], [0.0, 0.0], [1.0, 1.0], rollout=[-3.0, -0.6], tis_cap=1.5, mis_low=0.1,
+                     mis_high=10.0)
+    assert st["is_masked_sum"].item() == 1 and st["tis_capped_sum"].item() == 1  # e^3 masked; e^0.6 > 1.5 capped
+
+
+def test_sequence_level_weight_is_the_product_over_the_trajectory():
+    """two tokens with log-ratio 0.3 and 0.4: every token of the trajectory gets e^0.7 (token level: e^0.3, e^0.4);
+    padding (mask 0) does not enter the product."""
+    from rl.objective import engine_weights
+
+    old = torch.zeros(1, 3, dtype=torch.float64)
+    rollout = torch.tensor([[-0.3, -0.4, -5.0]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 1.0, 0.0]], dtype=torch.float64)
+    wide = {"mis_low": 0.01, "mis_high": 100.0}  # MIS on with a band nothing leaves: w = rho
+    w, _, _ = engine_weights(old, rollout, mask, tis_cap=0.0, is_level="sequence", **wide)
+    assert torch.allclose(w[0, :2], torch.exp(torch.tensor(0.7, dtype=torch.float64)).expand(2))
+    w, _, _ = engine_weights(old, rollout, mask, tis_cap=0.0, is_level="token", **wide)
+    assert torch.allclose(w[0, :2], torch.exp(torch.tensor([0.3, 0.4], dtype=torch.float64)))
+    w, capped, masked = engine_weights(old, rollout, mask, tis_cap=0.0, mis_low=0.5, mis_high=1.5,
+                                       is_level="sequence")
+    assert w[0, :2].tolist() == [0.0, 0.0] and masked[0, :2].tolist() == [1.0, 1.0]  # e^0.7 > 1.5: whole trajectory
+    w, capped, _ = engine_weights(old, rollout, mask, tis_cap=1.5, is_level="sequence")
+    assert torch.allclose(w[0, :2], torch.tensor([1.5, 1.5], dtype=torch.float64)) and capped[0, :2].sum() == 2
+
+
+def test_every_correction_is_the_identity_when_engine_and_trainer_agree():
+    """rho = 1 everywhere: TIS, MIS and sequence-level IS give the uncorrected loss and gradient exactly."""
+    new, old, adv = [0.1, -0.2, 0.05], [0.0, -0.1, 0.0], [1.0, -1.0, 0.5]
+    base_loss, base_g, _ = _loss(new, old, adv)
+    for kw in ({"tis_cap": 2.0}, {"mis_low": 0.5, "mis_high": 2.0}, {"tis_cap": 2.0, "is_level": "sequence"},
+               {"mis_low": 0.9, "mis_high": 1.1, "is_level": "sequence"}):
+        loss, g, st = _loss(new, old, adv, **kw)
+        assert loss.item() == base_loss.item() and torch.equal(g, base_g), kw
+        assert st["is_masked_sum"].item() == 0 and st["tis_capped_sum"].item() == 0
+
+
+def test_a_sequence_weight_that_overflows_is_masked_or_capped_never_nan():
+    from rl.objective import engine_weights
+
+    old, rollout, mask = torch.zeros(1, 400), torch.full((1, 400), -2.0), torch.ones(1, 400)  # rho = e^800 = inf
+    w, _, masked = engine_weights(old, rollout, mask, tis_cap=0.0, mis_low=0.5, mis_high=2.0, is_level="sequence")
+    assert torch.equal(w, torch.zeros_like(w)) and masked.sum() == 400
+    w, capped, _ = engine_weights(old, rollout, mask, tis_cap=2.0, is_level="sequence")
+    assert torch.equal(w, torch.full_like(w, 2.0)) and capped.sum() == 400
