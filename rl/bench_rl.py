@@ -3,12 +3,16 @@ count, in one run), weight-sync seconds against model bytes, and the RL step tim
 
     python -m rl.bench_rl --in checkpoints/sft --out results/bench/rl.json [--metrics results/rl/metrics.jsonl]
     python -m rl.bench_rl --in /work/chain_micro/sft --out /tmp/rl.json --prompts 8 --samples 4 --tokens 32
+    python -m rl.bench_rl --in checkpoints/sft --out results/bench/rl.json --data data/domains --staleness-steps 6
 
 Baseline: transformers `generate` (do_sample, num_return_sequences) on the same HF directory, float32, in
 this process; vLLM runs in its own process (model/vllm_engine.EngineProcess), both forced to exactly --tokens new
 tokens per sample (ignore EOS). Sync: Megatron model loaded from <in>/mcore -> rl/sync.py (HF safetensors
-in /dev/shm + in-place reload), timed --sync-reps times. Absolute numbers depend on the machine's load:
-compare the ratios, measured back to back.
+in /dev/shm + in-place reload), timed --sync-reps times. With --data and --staleness-steps N: the RL step
+time of the recipe at rollout.max_staleness 0 (lockstep) and 1 (step s+1's rollouts generated beside step s's
+update), two runs of rl.01_train of N steps each from --in, one after the other; the first step of each (no
+batch collected ahead yet) is left out of the medians. Absolute numbers depend on the machine's load: compare
+the ratios, measured back to back.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ if not __package__:  # run by path: the project's packages import from the repos
 import torch  # noqa: E402
 
 from model import cli  # noqa: E402
+from model.config import ConfigError  # noqa: E402
 
 
 def prompts(tok, n: int) -> list[list[int]]:
@@ -55,6 +60,36 @@ def hf_generate(hf_dir: Path, ps: list[list[int]], samples: int, tokens: int) ->
     return time.perf_counter() - t0
 
 
+def staleness_runs(a) -> dict:
+    """Median RL step seconds (and their split) at max_staleness 0 and 1, one run each, same seeds and steps."""
+    import os
+    import subprocess
+    import tempfile
+
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="bench_rl_async_") as tmp:
+        for k in (0, 1):
+            out = Path(tmp) / f"k{k}"
+            sets = [f"train.steps={a.staleness_steps}", "eval.at_start=false", "eval.samples=0", "eval.per_domain=1",
+                    f"train.save_every={a.staleness_steps}", f"rollout.max_staleness={k}"]
+            cmd = [sys.executable, "-m", "rl.01_train", "--in", str(a.inp), "--data", str(a.data), "--out", str(out),
+                   "--results", str(out) + ".results", "--recipe", a.recipe, *[x for s in sets for x in ("--set", s)]]
+            load0 = os.getloadavg()
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode:
+                raise RuntimeError(f"staleness run k={k} failed:\n{r.stderr[-3000:]}")
+            ms = [json.loads(x) for x in (Path(str(out) + ".results") / "metrics.jsonl").read_text().splitlines()]
+            steady = ms[1:]
+            runs[f"k{k}"] = {key: statistics.median(m[key] for m in steady)
+                             for key in ("step_s", "rollout_s", "reward_s", "update_s", "sync_s")}
+            runs[f"k{k}"].update(steps=len(ms), timed_steps=len(steady), load_average_start=load0,
+                                 load_average_end=os.getloadavg(),
+                                 weight_versions=[m.get("weight_version") for m in ms])
+    runs["ratio_step_s_k1_over_k0"] = runs["k1"]["step_s"] / runs["k0"]["step_s"]
+    runs["baseline"] = "the same recipe at rollout.max_staleness 0 (lockstep), run just before"
+    return runs
+
+
 def main(argv=None) -> int:
     ap = cli.parser(__doc__, inp="checkpoint with hf/, mcore/, tokenizer/", out="results JSON (results/bench/rl.json)")
     ap.add_argument("--metrics", type=Path, default=None, help="an RL run's metrics.jsonl for the step split")
@@ -62,11 +97,20 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=4, help="samples per prompt")
     ap.add_argument("--tokens", type=int, default=64, help="new tokens per sample")
     ap.add_argument("--sync-reps", type=int, default=3, help="timed weight syncs")
+    ap.add_argument("--data", type=Path, default=None, help="domains datasets for the staleness runs")
+    ap.add_argument("--recipe", default="tiny_cpu", help="rl recipe of the staleness runs")
+    ap.add_argument("--staleness-steps", type=int, default=0,
+                    help="steps of each staleness run (k = 0 and 1; 0 = skip, >= 3 to measure)")
     a = ap.parse_args(argv)
     from model import manifest, results
 
     with cli.input_errors():
+        if a.staleness_steps and (a.data is None or a.staleness_steps < 3):
+            raise ConfigError(f"--staleness-steps {a.staleness_steps} needs --data and >= 3 steps (the first of "
+                              "each run is left out)")
         manifest.verify(a.inp)
+        if a.staleness_steps:
+            manifest.verify(a.data, stage="data")
     from transformers import PreTrainedTokenizerFast
 
     from model import checkpoint, parallel
@@ -116,6 +160,7 @@ def main(argv=None) -> int:
                         "sync_s": statistics.median(s["sync_s"] for s in syncs),
                         "gb_per_s": nbytes / 1e9 / statistics.median(s["sync_s"] for s in syncs), "reps": a.sync_reps},
         "step_split_median_s": split,
+        "staleness": staleness_runs(a) if a.staleness_steps else None,
     }
     results.write(a.out, "bench.rl", numbers, measured=a.inp)
     print(json.dumps(numbers, indent=1))

@@ -70,3 +70,13 @@ def test_kill9_resume_keeps_the_batches_collected_ahead(k2, chain, tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
     assert "resumed from" in r.stdout
     _same(metrics(k2[0]), metrics(out))
+
+
+@pytest.mark.parametrize("extra", [["--staleness-steps", "6"], ["--staleness-steps", "2", "--data", "x"]])
+def test_bench_rl_refuses_staleness_runs_it_cannot_time_before_any_work(tmp_path, extra):
+    import sys
+
+    r = run([sys.executable, "-m", "rl.bench_rl", "--in", str(tmp_path / "none"), "--out", str(tmp_path / "b.json"),
+             *extra], timeout=300)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--staleness-steps" in r.stderr, r.stderr
+    assert not (tmp_path / "b.json").exists()
