@@ -3,6 +3,7 @@
     python -m model.plan sft/recipes/qwen3_30b_a3b_h200x8.yaml
     make plan STAGE=sft RECIPE=kimi_k2_class_h200x256         # the same through make
     python -m model.plan sft/recipes/tiny_cpu.yaml --world-size 1 --set model.hidden_size=256
+    make plan STAGE=rl RECIPE=qwen3_30b_a3b_h200x8             # + the rollout engine: weights, KV cache, sleep
 
 Runs on the CPU with no GPU and builds nothing: it reads the recipe's `model:`, `parallel:`,
 `optim:`, `train:` and `cluster:` blocks (cluster: gpu, nodes, gpus_per_node; world size =
@@ -18,8 +19,23 @@ run uses (model.config.ParallelConfig.validate), and estimates for the most load
             min(PP, micro batches)), for recompute none / selective / full; plus fp32 logits.
   step time = model FLOPs (6 * active params * tokens + causal attention) / (world * peak * MFU).
 
+An RL recipe (one with a `rollout:` block: `make plan STAGE=rl RECIPE=...`) adds the colocated vLLM engine
+(rl/01_train.py: rank 0 starts one engine whose rollout.tensor_parallel_size workers share the first GPUs with
+trainer ranks), whose GPUs are then the most loaded:
+
+  engine    vLLM reserves rollout.gpu_memory_utilization of each of its GPUs: its weights (all params in
+            rollout.dtype / engine TP) and, in the rest, the KV cache: 2 * layers * KV heads per GPU
+            (ceil(groups / TP), at least 1: vLLM replicates KV heads past TP) * head_dim * bytes per token;
+            rollouts of a step in flight = groups_per_step * samples_per_prompt, each up to train.seq_length.
+  rollout   trainer weights + grads + optimizer (they stay on the GPU) + the engine's whole reservation;
+  update    trainer static + activations (the recipe's recompute) + the engine's reservation unless it sleeps
+            (rollout.sleep_between: level 1 offloads its weights to host memory and frees the KV cache; an
+            engine generating the next step beside the update, rollout.max_staleness > 0 with overlap, stays
+            awake).
+Not counted: vLLM's own activation workspace and CUDA graphs (enforce_eager), the reference model of a KL term.
 It exits 1 when the recipe's layout does not fit in the GPU's memory (with a 10% reserve for the
-CUDA context, NCCL buffers and fragmentation), 2 when the layout is invalid.
+CUDA context, NCCL buffers and fragmentation) in any phase, or the KV cache cannot hold one full-length
+rollout; 2 when the layout is invalid.
 """
 from __future__ import annotations
 
@@ -147,6 +163,51 @@ def plan(cfg: dict, world_size: int | None = None, mfu: float | None = None) -> 
     }
 
 
+def rollout_plan(cfg: dict, r: dict) -> dict:
+    """The colocated engine's memory beside the trainer's plan `r` (module docstring: engine, rollout, update)."""
+    m = ModelConfig.from_dict(cfg.get("model", {}))
+    ro, train = cfg["rollout"], cfg.get("train", {})
+    gpu, mem = r["gpu"], r["memory_gib"]
+    tp = int(ro.get("tensor_parallel_size", 1))
+    if tp > r["recipe_layout"]["world_size"]:
+        raise ConfigError(f"rollout.tensor_parallel_size={tp} > world size {r['recipe_layout']['world_size']}: "
+                          "the engine's workers share the trainer's GPUs")
+    seq = int(train.get("seq_length", m.max_position_embeddings))
+    b = 2 if ro.get("dtype", "float32") == "bfloat16" else 4
+    weights = m.num_parameters() * b / tp / GiB
+    kv_heads = max(1, -(-m.num_query_groups // tp))
+    kv_token = 2 * m.num_layers * kv_heads * m.head_dim * b  # bytes per token on one engine GPU
+    budget = float(ro.get("gpu_memory_utilization", 0.9)) * gpu["memory_gib"]
+    kv = budget - weights
+    in_flight = int(ro.get("groups_per_step", 4)) * int(ro.get("samples_per_prompt", 4))
+    concurrent = int(kv * GiB // (seq * kv_token)) if kv > 0 else 0
+    overlap = int(ro.get("max_staleness", 0)) > 0 and bool(ro.get("overlap", True))
+    sleeps = bool(ro.get("sleep_between", True)) and not overlap
+    static = mem["weights"] + mem["grads"] + mem["optimizer"]
+    chosen = r["recipe_layout"]["recompute"]
+    phases = {"rollout": static + budget, "update": static + mem["activations"][chosen] + (0.0 if sleeps else budget)}
+    return {"engine_tp": tp, "engine_gpus": tp, "dtype": "bfloat16" if b == 2 else "float32",
+            "reservation_gib": budget, "weights_gib": weights, "kv_cache_gib": kv, "kv_bytes_per_token": kv_token,
+            "rollouts_per_step": in_flight, "max_tokens_each": seq, "kv_full_length_gib": in_flight * seq * kv_token / GiB,
+            "concurrent_full_length": concurrent, "sleeps_during_update": sleeps, "sleep_frees_gib": budget if sleeps else 0.0,
+            "host_offload_gib_per_gpu": weights if sleeps else 0.0, "phases_gib": phases,
+            "fits": {k: v <= mem["usable"] for k, v in phases.items()} | {"kv_cache": concurrent >= 1}}
+
+
+def render_rollout(e: dict, usable: float) -> str:
+    ph = e["phases_gib"]
+    why = "sleeps during the update" if e["sleeps_during_update"] else "stays awake during the update"
+    return "\n".join([
+        f"engine  vLLM TP {e['engine_tp']} ({e['dtype']}) reserves {e['reservation_gib']:.1f} GiB per GPU: weights "
+        f"{e['weights_gib']:.1f} + KV cache {e['kv_cache_gib']:.1f} GiB ({e['kv_bytes_per_token'] / 1024:.0f} KiB/token)"
+        f" -> {e['concurrent_full_length']} of {e['rollouts_per_step']} rollouts at {e['max_tokens_each']} tokens at once"
+        f"{'' if e['fits']['kv_cache'] else ' DOES NOT FIT one rollout'}",
+        f"        {why}: frees {e['sleep_frees_gib']:.1f} GiB, offloads {e['host_offload_gib_per_gpu']:.1f} GiB per GPU "
+        f"to host memory",
+        *(f"phase   {k:<8} trainer + engine {v:8.1f} GiB of {usable:.1f} {'fits' if e['fits'][k] else 'DOES NOT FIT'}"
+          for k, v in ph.items())])
+
+
 def _n(x: float) -> str:
     return f"{x / 1e9:.2f}B" if x >= 1e9 else f"{x / 1e6:.2f}M"
 
@@ -193,7 +254,11 @@ def main(argv=None) -> int:
                                   "pass --base CHECKPOINT_DIR (make plan does: $(CKPT)/base) or add a model: block")
             cfg["model"] = json.loads(mc.read_text())
         r = plan(cfg, a.world_size, a.mfu)
+        if "rollout" in cfg:
+            r["rollout"] = rollout_plan(cfg, r)
     print(render(r))
+    if "rollout" in r:
+        print(render_rollout(r["rollout"], r["memory_gib"]["usable"]))
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps(r, indent=2) + "\n")
@@ -202,6 +267,12 @@ def main(argv=None) -> int:
         print(f"error: {a.recipe}: needs {r['memory_gib']['total'][chosen]:.1f} GiB per GPU with recompute={chosen}, "
               f"{r['memory_gib']['usable']:.1f} GiB usable: raise TP/PP/EP, enable recompute or the distributed optimizer",
               file=sys.stderr)
+        return 1
+    if "rollout" in r and not all(r["rollout"]["fits"].values()):
+        bad = [k for k, ok in r["rollout"]["fits"].items() if not ok]
+        print(f"error: {a.recipe}: the trainer and the rollout engine do not fit ({', '.join(bad)}): lower "
+              "rollout.gpu_memory_utilization or raise rollout.tensor_parallel_size, keep rollout.sleep_between on, "
+              "or shard the trainer further", file=sys.stderr)
         return 1
     return 0
 
