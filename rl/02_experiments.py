@@ -9,10 +9,19 @@
     # seed spread: the recipe as it is, once per seed (train.seed = 1234 + seed: seed 0 is `make rl`'s own run)
     python -m rl.02_experiments seeds --in checkpoints/sft --data data/domains \
         --out results/rl/experiments/seeds.json --seeds 0,1,2
+    # mismatch lab: one source of engine/trainer mismatch at a time x one correction (make rl-mismatch-lab)
+    python -m rl.02_experiments mismatch --in checkpoints/sft --data data/domains \
+        --out results/rl/experiments/mismatch.json --sources stale0,stale1,stale2,stale4,bf16 \
+        --corrections none,tis,mis --seeds 0,1
     # micro (minutes): add --recipe micro_cpu; cluster: --recipe qwen3_30b_a3b_h200x8 --launch "torchrun --nproc-per-node 8"
 
 Each arm is one rl/01_train.py run with the same recipe and train.steps; only the arm's setting and the seed
-change. Layout (arm names: k<K>_s<S> for domain scaling, <uniform|pass_rate>_s<S> for the scheduler, s<S> for seeds):
+change. The mismatch lab's sources: stale<k> (rollout.max_staleness k: the engine k weight versions behind) and
+bf16 (the engine in bfloat16, the trainer in float32); its corrections: none (algo.tis_cap 0), tis (truncated IS,
+cap 2), mis (masked IS, band [0.5, 2]), seq_mis (the band on the trajectory's product of ratios). Not in it (not
+built on the CPU): an int8 rollout engine and forced router flips with routing replay. Layout (arm names:
+k<K>_s<S> for domain scaling, <uniform|pass_rate>_s<S> for the scheduler, s<S> for seeds, <source>_<correction>_s<S>
+for the mismatch lab):
     <out>                       summary (model/results.py schema): per arm the held-out pass rate at the end, the
                                 parent's under the same protocol (eval.at_start), the paired delta, curve summary
     <out without .json>/<arm>/  the arm's metrics.jsonl and eval.json (what the notebooks plot)
@@ -52,15 +61,37 @@ def arms(a) -> list[tuple[str, list[str]]]:
                 out.append((f"k{k}_s{seed}", base + [f"sched.num_domains={0 if k == 'all' else int(k)}"]))
         elif a.experiment == "seeds":
             out.append((f"s{seed}", base))
+        elif a.experiment == "mismatch":
+            for src in a.sources.split(","):
+                src = src.strip()
+                if src not in SOURCES and not (src.startswith("stale") and src[5:].isdigit()):
+                    raise ConfigError(f"--sources entry {src!r}: use stale<k> (k >= 0) or {', '.join(SOURCES)}")
+                for cor in a.corrections.split(","):
+                    cor = cor.strip()
+                    if cor not in CORRECTIONS:
+                        raise ConfigError(f"--corrections entry {cor!r}: use one of {', '.join(CORRECTIONS)}")
+                    src_sets = SOURCES.get(src) or [f"rollout.max_staleness={int(src[5:])}"]
+                    out.append((f"{src}_{cor}_s{seed}", base + src_sets + CORRECTIONS[cor]))
         else:
             for mode in ("uniform", "pass_rate"):
                 out.append((f"{mode}_s{seed}", base + [f"sched.mode={mode}"]))
     return out
 
 
+SOURCES = {"bf16": ["rollout.dtype=bfloat16"]}  # besides stale<k>
+CORRECTIONS = {"none": ["algo.tis_cap=0"], "tis": ["algo.tis_cap=2"],
+               "mis": ["algo.tis_cap=0", "algo.mis_low=0.5", "algo.mis_high=2"],
+               "seq_mis": ["algo.tis_cap=0", "algo.mis_low=0.5", "algo.mis_high=2", "algo.is_level=sequence"]}
+MISMATCH_KEYS = ("mismatch_abs", "mismatch_kl", "tis_capped_frac", "is_masked_frac", "staleness")
+
+
 def arm_paths(out: Path, work: Path, name: str) -> tuple[Path, Path]:
     """(checkpoint dir, results dir) of one arm: weights under work/, metrics and eval next to the summary."""
     return work / name, out.with_suffix("") / name
+
+
+def _mean(xs: list) -> float | None:
+    return sum(xs) / len(xs) if xs else None
 
 
 def summarize(run_dir: Path, ckpt: Path) -> dict:
@@ -74,19 +105,26 @@ def summarize(run_dir: Path, ckpt: Path) -> dict:
             "train_reward_second_half": sum(x["reward"] for x in half) / max(len(half), 1),
             "train_pass_rate_second_half": sum(x["pass_rate"] for x in half) / max(len(half), 1),
             "zero_var_frac_mean": sum(x["zero_var_frac"] for x in lines) / max(len(lines), 1),
+            # per-token engine/trainer statistics, over the steps that trained tokens
+            **{f"{k}_mean": _mean([x[k] for x in lines if x.get("action_tokens") and k in x]) for k in MISMATCH_KEYS},
+            "reward_curve": [x["reward"] for x in lines],
             "steps": len(lines), "manifest_sha256": manifest.manifest_hash(ckpt)}
 
 
 def main(argv=None) -> int:
     ap = cli.parser(__doc__, inp="parent checkpoint (checkpoints/sft)", data="domains datasets (data/domains)",
                     out="results JSON (results/rl/experiments/<name>.json)")
-    ap.add_argument("experiment", choices=["domain_scaling", "scheduler", "seeds"], help="which experiment")
+    ap.add_argument("experiment", choices=["domain_scaling", "scheduler", "seeds", "mismatch"], help="which experiment")
     ap.add_argument("--work", type=Path, default=None,
                     help="arm checkpoints (default: checkpoints/rl_experiments/<experiment>/)")
     cli.recipe_args(ap, "rl", recipe_help="rl/recipes/<name>.yaml for every arm",
                     set_help="recipe override for every arm (e.g. train.steps=10)")
     ap.add_argument("--ks", default="1,4,16,64,all", help="domain counts for domain_scaling")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (each arm runs once per seed)")
+    ap.add_argument("--sources", default="stale0,stale1,stale2,stale4,bf16",
+                    help="mismatch sources of the mismatch lab: stale<k>, bf16")
+    ap.add_argument("--corrections", default="none,tis,mis", help="corrections of the mismatch lab: "
+                                                                  + ", ".join(CORRECTIONS))
     ap.add_argument("--launch", default=sys.executable, help="launcher, e.g. 'torchrun --nproc-per-node 8'")
     a = ap.parse_args(argv)
     with cli.input_errors():

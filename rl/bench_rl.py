@@ -67,6 +67,9 @@ def staleness_runs(a) -> dict:
     import tempfile
 
     runs = {}
+    # a run of its own: not this process's (destroyed) process group and its port
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                            "MASTER_PORT")}
     with tempfile.TemporaryDirectory(prefix="bench_rl_async_") as tmp:
         for k in (0, 1):
             out = Path(tmp) / f"k{k}"
@@ -75,7 +78,7 @@ def staleness_runs(a) -> dict:
             cmd = [sys.executable, "-m", "rl.01_train", "--in", str(a.inp), "--data", str(a.data), "--out", str(out),
                    "--results", str(out) + ".results", "--recipe", a.recipe, *[x for s in sets for x in ("--set", s)]]
             load0 = os.getloadavg()
-            r = subprocess.run(cmd, capture_output=True, text=True)
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if r.returncode:
                 raise RuntimeError(f"staleness run k={k} failed:\n{r.stderr[-3000:]}")
             ms = [json.loads(x) for x in (Path(str(out) + ".results") / "metrics.jsonl").read_text().splitlines()]
@@ -125,7 +128,7 @@ def main(argv=None) -> int:
     mcfg = ModelConfig.from_dict(json.loads((a.inp / "model_config.json").read_text()))
     gen_tokens = a.prompts * a.samples * a.tokens
     with EngineProcess(a.inp / "hf", max_model_len=mcfg.max_position_embeddings, seed=0) as eng:
-        eng.generate(ps[:2], n=2, max_tokens=8, seed=0, ignore_eos=True)  # warm-up
+        eng.generate(ps[:2], n=2, temperature=1.0, max_tokens=8, seed=0, ignore_eos=True)  # warm-up (n > 1 samples)
         t0 = time.perf_counter()
         outs = eng.generate(ps, n=a.samples, temperature=1.0, max_tokens=a.tokens, seed=1, ignore_eos=True)
         vllm_s = time.perf_counter() - t0

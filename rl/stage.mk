@@ -11,12 +11,16 @@ $(CKPT)/rl/manifest.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.jso
 rl-scaling: $(RESULTS)/rl/experiments/domain_scaling.json ## RL on k in RL_KS training domains, equal steps, held-out pass rate
 rl-sched-ablation: $(RESULTS)/rl/experiments/scheduler.json ## uniform vs pass-rate-aware task scheduler at equal steps
 rl-seeds: $(RESULTS)/rl/experiments/seeds.json ## the rl recipe once per seed in RL_SEEDS (train.seed = 1234 + seed), paired held-out gain of each
+RL_MISMATCH_SOURCES ?= stale0,stale1,stale2,stale4,bf16## mismatch sources of rl-mismatch-lab: stale<k> (rollouts k versions behind), bf16 engine
+RL_MISMATCH_CORRECTIONS ?= none,tis,mis## corrections of rl-mismatch-lab: none, tis, mis, seq_mis
+rl-mismatch-lab: $(RESULTS)/rl/experiments/mismatch.json ## one mismatch source at a time x one correction: logprob mismatch, reward curve, held-out gain
 
 # each experiment of rl/02_experiments.py: its summary under results/, its arms' weights under checkpoints/
-RL_EXPERIMENTS := domain_scaling scheduler seeds
+RL_EXPERIMENTS := domain_scaling scheduler seeds mismatch
 $(RL_EXPERIMENTS:%=$(RESULTS)/rl/experiments/%.json): $(RESULTS)/rl/experiments/%.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.json
 	$(PY) -m rl.02_experiments $* --in $(CKPT)/sft --data $(DATA)/domains --out $@ --recipe $(RECIPE) \
 		--work $(CKPT)/rl_experiments/$*$(if $(filter domain_scaling,$*), --ks $(RL_KS)) --seeds $(RL_SEEDS) \
+		$(if $(filter mismatch,$*),--sources $(RL_MISMATCH_SOURCES) --corrections $(RL_MISMATCH_CORRECTIONS)) \
 		--launch "$(RL_EXP_LAUNCH)" $(RL_EXP_SET)
 
 rl-experiments: rl-scaling rl-sched-ablation ## both RL experiments -> results/rl/experiments/
@@ -29,4 +33,4 @@ bench-rl: setup | $(call after,sft rl) ## vLLM vs transformers rollout tok/s, we
 test-rl: setup ## the rl/ tests only
 	$(PY) -m pytest -q -ra rl/tests $(PYTEST_ARGS)
 
-.PHONY: rl rl-scaling rl-sched-ablation rl-seeds rl-experiments bench-rl test-rl
+.PHONY: rl rl-scaling rl-sched-ablation rl-seeds rl-mismatch-lab rl-experiments bench-rl test-rl

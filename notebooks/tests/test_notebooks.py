@@ -21,7 +21,7 @@ FEEDS = {"bench/sandbox.json": "sandbox_latency_throughput", "bench/train.json":
          "rl/eval.json": "pass_rate_by_family", "rl/metrics.jsonl": "rl_curves", "bench/fast.json": "fast_vs_standard"}
 ALL_FIGURES = {"pass_rate_by_family", "sandbox_latency_throughput", "train_throughput", "reference_panel",
                "rl_domain_scaling", "rl_curves", "rl_scheduler_ablation", "longctx_grid", "longctx_rope_scaling",
-               "fast_vs_standard"}
+               "fast_vs_standard", "rl_mismatch"}
 
 
 def figures(results: Path, figs: Path, *only: str) -> subprocess.CompletedProcess:
@@ -137,6 +137,11 @@ def test_documented_layouts_draw_every_figure(tmp_path):
     for name in ("uniform", "pass_rate"):
         w(f"rl/experiments/scheduler/{name}_s0/metrics.jsonl",
           "".join(json.dumps(step(s, s / 50)) + "\n" for s in range(1, 11)))
+    w("rl/experiments/mismatch.json", {"schema": {"name": "rl.experiment.mismatch", "version": 1},
+        "recipe": "tiny_cpu", "arms": {f"{src}_{cor}_s0": {
+            "mismatch_abs_mean": 1e-6 if src == "stale0" else 0.05, "is_masked_frac_mean": 0.01 * (cor == "mis"),
+            "tis_capped_frac_mean": 0.02 * (cor == "tis"), "heldout_delta": {"delta": 0.01, "ci95": [-0.01, 0.03]}}
+            for src in ("stale0", "stale2", "bf16") for cor in ("none", "tis", "mis")}})
     w("eval/longctx_base.json", _longctx(None, {256: 100.0, 512: 90.0, 1024: 40.0}))
     pl = lambda sc: {str(n): {"score": s, "tail_nll": 3.0 + i} for i, (n, s) in enumerate(sc.items())}  # noqa: E731
     w("eval/rope_study.json", {"schema": {"name": "eval.rope_study", "version": 1}, "train_len": 256, "variants": {

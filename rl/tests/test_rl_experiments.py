@@ -39,3 +39,21 @@ def test_seed_arms_change_only_the_seed_and_seed_0_is_the_recipes_own_run():
 
     for path in sorted((ROOT / "rl" / "recipes").glob("*_cpu.yaml")):  # make rl's own run is arm s0
         assert recipe.load_recipe("rl", str(path), [])["train"]["seed"] == 1234, path
+
+
+def test_mismatch_lab_arms_inject_one_source_and_one_correction_each():
+    a = argparse.Namespace(experiment="mismatch", ks="", seeds="0", sources="stale0,stale2,bf16",
+                           corrections="none,mis")
+    arms = dict(exp.arms(a))
+    assert list(arms) == ["stale0_none_s0", "stale0_mis_s0", "stale2_none_s0", "stale2_mis_s0", "bf16_none_s0",
+                          "bf16_mis_s0"]
+    assert arms["stale2_mis_s0"] == ["train.seed=1234", "rollout.max_staleness=2", "algo.tis_cap=0", "algo.mis_low=0.5",
+                                     "algo.mis_high=2"]
+    assert arms["bf16_none_s0"] == ["train.seed=1234", "rollout.dtype=bfloat16", "algo.tis_cap=0"]
+    import pytest
+
+    from model.config import ConfigError
+
+    for bad in ({"sources": "int8"}, {"corrections": "clip"}):
+        with pytest.raises(ConfigError, match="--sources entry 'int8'|--corrections entry 'clip'"):
+            exp.arms(argparse.Namespace(**{**vars(a), **bad}))
