@@ -130,6 +130,15 @@ def matmul_peak(dtype: torch.dtype, threads: int, n: int = PEAK_N, reps: int = P
             "rep_gflops": [round(2 * n**3 / t / 1e9, 2) for t in times]}
 
 
+def implausible_peak(peak: float, single_thread: float | None, threads: int) -> str | None:
+    """Why `peak` cannot be MFU's denominator (one line), or None. A peak on `threads` threads below what one thread
+    reached in the same run was measured while other work held the cores: an MFU against it would be inflated."""
+    if threads > 1 and single_thread is not None and peak < single_thread:
+        return (f"the {threads}-thread matmul peak {peak:.0f} GFLOP/s is below one thread's {single_thread:.0f} in "
+                "the same run: the cores were busy while it was measured, so no MFU is reported (rerun idle)")
+    return None
+
+
 def cpu_has_bf16() -> bool:
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
@@ -396,6 +405,8 @@ def main() -> None:
     # for reference only; bf16 at 512^3 where the CPU lacks AVX512-BF16/AMX (emulated, ~1 GFLOP/s: 2048^3 takes minutes)
     other_peak = matmul_peak(torch.bfloat16 if other == "bf16" else torch.float32, args.threads,
                              n=PEAK_N if other == "fp32" or cpu_has_bf16() else 512, reps=3 if other == "bf16" else 10)
+    # the plausibility floor of the peak: one thread, same dtype and size (bench_train.implausible_peak)
+    single = matmul_peak(meter.torch_dtype, 1, reps=3) if args.threads > 1 else None
     with tempfile.TemporaryDirectory() as d:
         hf_dir = Path(d) / "hf"
         meg = MegatronSide(args, cfg, seq, hf_dir, tensors)  # builds, loads the weights, writes the baseline's HF dir
@@ -445,6 +456,10 @@ def main() -> None:
     peak_used = meter.gflops
     m = summarize(times["megatron"], losses["megatron"], flops, peak_used)
     h = summarize(times["hf"], losses["hf"], flops, peak_used)
+    refused = implausible_peak(peak_used, single and single["gflops"], args.threads)
+    if refused:
+        m["mfu"] = h["mfu"] = None
+        print(f"warning: {refused}", file=sys.stderr)
     for side, name in ((m, "megatron"), (h, "hf")):
         side["optimizer_s_median"] = statistics.median(opt_times[name])
         side["fwd_bwd_s_median"] = statistics.median([a - b for a, b in zip(times[name], opt_times[name])])
@@ -478,7 +493,8 @@ def main() -> None:
                   "megatron_runs_without_mode_in": "the model forward (model.train._forward_step, cpu_compat.suspended)"},
         "flops": flops,
         "matmul_peak_gflops": {"used": args.dtype, "used_gflops": peak_used, "run_dtype": meter.to_json(),
-                               "other_dtype": other_peak, other: other_peak["gflops"], args.dtype: peak_used},
+                               "other_dtype": other_peak, other: other_peak["gflops"], args.dtype: peak_used,
+                               "single_thread": single, "mfu_refused": refused},
         "megatron": m,
         "hf": h,
         "ratio_tokens_per_s_megatron_over_hf": h["step_s_median"] / m["step_s_median"],
@@ -530,6 +546,8 @@ def notes(res: dict) -> list[str]:
         "interleaved ratios are meaningful and a few-% difference is noise.",
         f"Both sides compute the same model ({res['recipe']}: {res['model']}, {res['flops']['total_params']:,} "
         f"parameters, weights: {res['weights']}): first-step LM loss differs by {res['first_step_loss_abs_diff']:.2g}.",
+        (f"MFU not reported: {res['matmul_peak_gflops']['mfu_refused']}. " if res["matmul_peak_gflops"].get("mfu_refused")
+         else "") +
         f"MFU is against the {res['matmul_peak_gflops']['used']} matmul peak measured in this run "
         f"({res['matmul_peak_gflops']['used_gflops']:.0f} GFLOP/s, {PEAK_N}^3, {mach['torch_threads']} threads, best "
         f"sample); model FLOPs count {res['flops']['counted']}. {_limits(res)}; the allocator ({mach['allocator']}); "

@@ -94,7 +94,7 @@ def test_written_mfu_is_achieved_over_the_peak_measured_in_the_run_for_its_dtype
     bt.main()
     res = json.loads(out.read_text())
     tdt = torch.bfloat16 if dtype == "bf16" else torch.float32
-    run_calls = [c for c in calls if c[0] == tdt]
+    run_calls = [c for c in calls if c[0] == tdt and c[1] == 2]
     assert len(run_calls) == 1 + 3 + 1 and all(c[1:3] == (2, 2048) for c in run_calls)  # start, after each step, end
     peak = max(c[3] for c in run_calls)
     assert peak > run_calls[0][3] and peak > run_calls[-1][3]  # the best sample, not the first or last
@@ -123,3 +123,25 @@ def test_the_load_average_at_start_is_read_before_the_run(bt, monkeypatch, tmp_p
     m = json.loads(out.read_text())["machine"]
     assert m["load_average_at_start"] == m["load_average_start"] == [0.1, 0.0, 0.0]
     assert m["load_average_end"][0] > 0.1
+
+
+def test_a_peak_below_one_threads_is_refused_and_no_mfu_is_written(bt, monkeypatch, tmp_path):
+    """the 2-thread samples (busy cores) stay below the 1-thread floor: mfu is None and the reason is written."""
+    def fake_peak(dt, threads, n=bt.PEAK_N, reps=bt.PEAK_REPS, warmup_s=bt.PEAK_WARMUP_S):
+        return {"gflops": 90.0 if threads == 1 else 60.0, "n": n, "dtype": str(dt), "threads": threads}
+
+    import model.parallel
+
+    monkeypatch.setattr(bt, "matmul_peak", fake_peak)
+    monkeypatch.setattr(bt, "MegatronSide", _FakeSide)
+    monkeypatch.setattr(bt, "HFSide", _FakeSide)
+    monkeypatch.setattr(model.parallel, "destroy", lambda: None)
+    out = tmp_path / "train.json"
+    monkeypatch.setattr(sys, "argv", ["bench_train.py", "--out", str(out), "--threads", "2", "--steps", "2",
+                                      "--warmup", "1", "--mode-cost", "0", "--fused-cost", "0"])
+    bt.main()
+    res = json.loads(out.read_text())
+    assert res["megatron"]["mfu"] is None and res["hf"]["mfu"] is None
+    assert "below one thread's 90" in res["matmul_peak_gflops"]["mfu_refused"]
+    assert any(n.startswith("MFU not reported") for n in res["notes"])
+    assert bt.implausible_peak(100.0, 90.0, 2) is None and bt.implausible_peak(60.0, 90.0, 1) is None
