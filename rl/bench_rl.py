@@ -60,6 +60,18 @@ def hf_generate(hf_dir: Path, ps: list[list[int]], samples: int, tokens: int) ->
     return time.perf_counter() - t0
 
 
+def memcpy_seconds(tensors: list, reps: int) -> float:
+    """Median seconds to copy every tensor into a preallocated one of the same shape and dtype."""
+    dst = [torch.empty_like(t) for t in tensors]
+    times = []
+    for _ in range(max(reps, 1) + 1):  # the first pass warms the pages of dst
+        t0 = time.perf_counter()
+        for d, t in zip(dst, tensors):
+            d.copy_(t)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:])
+
+
 def staleness_runs(a) -> dict:
     """Median RL step seconds (and their split) at max_staleness 0 and 1, one run each, same seeds and steps."""
     import os
@@ -143,8 +155,15 @@ def main(argv=None) -> int:
         d = sync.sync_dir()
         syncs = [sync.sync(ddp, mcfg, eng, d / "hf", a.inp / "tokenizer") for _ in range(a.sync_reps)]
         import shutil
+        import tempfile
 
         shutil.rmtree(d, ignore_errors=True)
+        # the same sync through a directory on the disk (where the multi-process path stages), and the floor: a
+        # memcpy of the trainer's weights into preallocated buffers (what an in-memory load could not beat)
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="rl-sync-disk-", dir=str(a.out.parent.resolve())) as disk:
+            disk_syncs = [sync.sync(ddp, mcfg, eng, Path(disk) / "hf", a.inp / "tokenizer") for _ in range(a.sync_reps)]
+        memcpy_s = memcpy_seconds([p_.detach() for p_ in model.parameters()], a.sync_reps)
         parallel.destroy()
     split = None
     if a.metrics and a.metrics.exists():
@@ -161,7 +180,13 @@ def main(argv=None) -> int:
         "weight_sync": {"model_bytes": nbytes, "export_s": statistics.median(s["export_s"] for s in syncs),
                         "reload_s": statistics.median(s["reload_s"] for s in syncs),
                         "sync_s": statistics.median(s["sync_s"] for s in syncs),
-                        "gb_per_s": nbytes / 1e9 / statistics.median(s["sync_s"] for s in syncs), "reps": a.sync_reps},
+                        "gb_per_s": nbytes / 1e9 / statistics.median(s["sync_s"] for s in syncs), "reps": a.sync_reps,
+                        "disk_dir_sync_s": statistics.median(s["sync_s"] for s in disk_syncs),
+                        "memcpy_s": memcpy_s,
+                        "ratio_sync_over_memcpy": statistics.median(s["sync_s"] for s in syncs) / memcpy_s,
+                        "paths": "sync_s: HF safetensors in /dev/shm + in-place reload (the one-process path); "
+                                 "disk_dir_sync_s: the same through a directory beside --out; memcpy_s: the trainer's "
+                                 "parameters copied into preallocated tensors (median of reps)"},
         "step_split_median_s": split,
         "staleness": staleness_runs(a) if a.staleness_steps else None,
     }
