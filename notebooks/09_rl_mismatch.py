@@ -54,7 +54,7 @@ if mism:
     ax.set_title("Logprob mismatch by source", fontsize=10)
     if delta:
         ax = axes[0][1]
-        keys = sorted(delta, key=lambda k: (order(k[0]), k[1]))
+        keys = sorted(delta, key=lambda k: (order(k[0]), ["none", "tis", "mis", "seq_mis"].index(k[1])))
         for j, k in enumerate(keys):
             for y, ci in delta[k]:
                 ax.errorbar(j, y, yerr=[[y - ci[0]], [ci[1] - y]], fmt="o", color="#dd8452", capsize=2, ms=4)
