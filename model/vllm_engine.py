@@ -133,14 +133,26 @@ class Engine:
 
     def reload_weights(self, weights_dir: Path) -> float:
         """Load new weights in place (no restart) and drop cached prefixes computed with the old ones; seconds."""
-        import torch
-
         t0 = time.perf_counter()
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(weights_dir)})
+        self._after_reload()
+        return time.perf_counter() - t0
+
+    def load_weights(self, tensors: list) -> float:
+        """The same in-place reload from (HF name, tensor) pairs in memory instead of a directory; seconds. Through
+        EngineProcess the tensors cross the pipe in shared memory (torch's multiprocessing reductions pass a handle,
+        not the bytes), so no file is written or read (rl/sync.py, weight_sync: memory)."""
+        t0 = time.perf_counter()
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(tensors)})
+        self._after_reload()
+        return time.perf_counter() - t0
+
+    def _after_reload(self) -> None:
+        import torch
+
         if not torch.cuda.is_available():  # CPU MoE kernels need their prepack redone (see repack_cpu_moe)
             self.llm.apply_model(repack_cpu_moe)
         self.llm.reset_prefix_cache()
-        return time.perf_counter() - t0
 
     def sleep(self) -> None:
         import torch
@@ -205,7 +217,7 @@ def repack_cpu_moe(model) -> int:
 
 # ---- the same engine in its own process -------------------------------------------------------------------
 
-CALLS = ("generate", "score", "timed_generate", "reload_weights", "sleep", "wake")  # what the pipe forwards
+CALLS = ("generate", "score", "timed_generate", "reload_weights", "load_weights", "sleep", "wake")  # what the pipe forwards
 
 
 class EngineError(RuntimeError):

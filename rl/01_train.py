@@ -308,7 +308,8 @@ class Trainer(Hooks):
     def _sync(self) -> dict:
         from rl import sync
 
-        return sync.sync(self.run.ddp, self.rc.model, self.engine, self.sync_dir / "hf", self.a.inp / "tokenizer")
+        return sync.sync(self.run.ddp, self.rc.model, self.engine, self.sync_dir / "hf", self.a.inp / "tokenizer",
+                         in_memory=self.cfg.rollout.weight_sync == "memory")
 
     def _collect_versioned(self, step: int, version: int) -> tuple[list, dict]:
         samples, m = self.collect(step)

@@ -1,5 +1,5 @@
 """RL benchmark: rollout throughput of vLLM vs transformers `generate` (same model, prompts, sampling, token
-count, in one run), weight-sync seconds against model bytes, and the RL step time split from a metrics file.
+count, in one run), weight-sync seconds (files, shared memory, a memcpy) against model bytes, and the RL step time split from a metrics file.
 
     python -m rl.bench_rl --in checkpoints/sft --out results/bench/rl.json [--metrics results/rl/metrics.jsonl]
     python -m rl.bench_rl --in /work/chain_micro/sft --out /tmp/rl.json --prompts 8 --samples 4 --tokens 32
@@ -163,6 +163,8 @@ def main(argv=None) -> int:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="rl-sync-disk-", dir=str(a.out.parent.resolve())) as disk:
             disk_syncs = [sync.sync(ddp, mcfg, eng, Path(disk) / "hf", a.inp / "tokenizer") for _ in range(a.sync_reps)]
+        memory_syncs = [sync.sync(ddp, mcfg, eng, d / "hf", a.inp / "tokenizer", in_memory=True)
+                        for _ in range(a.sync_reps + 1)][1:]  # the first allocates the shared buffers
         memcpy_s = memcpy_seconds([p_.detach() for p_ in model.parameters()], a.sync_reps)
         parallel.destroy()
     split = None
@@ -182,11 +184,17 @@ def main(argv=None) -> int:
                         "sync_s": statistics.median(s["sync_s"] for s in syncs),
                         "gb_per_s": nbytes / 1e9 / statistics.median(s["sync_s"] for s in syncs), "reps": a.sync_reps,
                         "disk_dir_sync_s": statistics.median(s["sync_s"] for s in disk_syncs),
+                        "memory_sync_s": statistics.median(s["sync_s"] for s in memory_syncs),
+                        "memory_export_s": statistics.median(s["export_s"] for s in memory_syncs),
+                        "memory_reload_s": statistics.median(s["reload_s"] for s in memory_syncs),
                         "memcpy_s": memcpy_s,
                         "ratio_sync_over_memcpy": statistics.median(s["sync_s"] for s in syncs) / memcpy_s,
-                        "paths": "sync_s: HF safetensors in /dev/shm + in-place reload (the one-process path); "
-                                 "disk_dir_sync_s: the same through a directory beside --out; memcpy_s: the trainer's "
-                                 "parameters copied into preallocated tensors (median of reps)"},
+                        "ratio_memory_sync_over_memcpy": statistics.median(s["sync_s"] for s in memory_syncs) / memcpy_s,
+                        "paths": "sync_s: HF safetensors in /dev/shm + in-place reload (rollout.weight_sync files); "
+                                 "memory_sync_s: the HF tensors in shared memory handed to the engine process, the same "
+                                 "in-place reload (weight_sync memory, the default); disk_dir_sync_s: files through a "
+                                 "directory beside --out; memcpy_s: the trainer's parameters copied into preallocated "
+                                 "tensors (median of reps)"},
         "step_split_median_s": split,
         "staleness": staleness_runs(a) if a.staleness_steps else None,
     }

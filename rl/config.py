@@ -33,6 +33,7 @@ class RolloutConfig:
     tool_retries: int = 2  # retries of a tool call that failed for infrastructure reasons (sandbox failure)
     tool_retry_backoff_s: float = 0.5  # first retry's wait, doubled each time
     max_staleness: int = 0  # k: the rollouts of step s use the weights of step max(0, s - k); 0 = lockstep
+    weight_sync: str = "memory"  # memory: tensors to the engine in shared memory (one process) | files: safetensors
     overlap: bool = True  # k > 0: generate step s + k's rollouts while step s updates (false: one after the other)
 
 
@@ -136,6 +137,8 @@ class RLConfig:
             raise ConfigError(f"algo.mis_low={a.mis_low} without algo.mis_high: set both to mask (e.g. 0.5 and 2)")
         if a.is_level not in ("token", "sequence"):
             raise ConfigError(f"algo.is_level={a.is_level!r}: use token or sequence")
+        if r.weight_sync not in ("memory", "files"):
+            raise ConfigError(f"rollout.weight_sync={r.weight_sync!r}: use memory or files")
         if r.max_staleness < 0:
             raise ConfigError(f"rollout.max_staleness={r.max_staleness} must be >= 0 (0 = lockstep)")
         if a.minibatches < 1 or r.groups_per_step % a.minibatches:

