@@ -15,6 +15,19 @@ from model import cpu_compat
 from model.config import ModelConfig, ParallelConfig
 
 
+# what torchrun (torchelastic) sets for its workers; a process started from one must not see them
+DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+             "ROLE_RANK", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID")
+
+
+def single_process_env(env=None) -> dict:
+    """`env` (default os.environ) without this process's torch.distributed world, for a fresh process that starts its
+    own: TORCHELASTIC_USE_AGENT_STORE in particular makes it wait for torchrun's store forever, and an inherited
+    MASTER_PORT is one this process's group already listens on."""
+    env = os.environ if env is None else env
+    return {k: v for k, v in env.items() if k not in DIST_VARS and not k.startswith("TORCHELASTIC_")}
+
+
 def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 

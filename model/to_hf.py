@@ -35,18 +35,15 @@ def convert(mcore_dir: Path, model_config: dict, out_dir: Path, tokenizer_dir: P
     parallel.destroy()
 
 
-_DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-              "ROLE_RANK", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID")
-
-
 def convert_in_subprocess(mcore_dir: Path, model_config_json: Path, out_dir: Path, tokenizer_dir: Path | None,
                           dtype: str = "float32") -> None:
     """Run the conversion as a fresh single process (a stage's own process groups are torchrun's)."""
     import os
     import subprocess
 
-    # TORCHELASTIC_USE_AGENT_STORE in particular makes a fresh process wait for torchrun's store forever
-    env = {k: v for k, v in os.environ.items() if k not in _DIST_VARS and not k.startswith("TORCHELASTIC_")}
+    from model.parallel import single_process_env
+
+    env = single_process_env()
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "model.to_hf", "--mcore", str(mcore_dir), "--model-config", str(model_config_json),
            "--out", str(out_dir), "--dtype", dtype] + (["--tokenizer", str(tokenizer_dir)] if tokenizer_dir else [])

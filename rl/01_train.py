@@ -335,14 +335,15 @@ class Trainer(Hooks):
             box = [samples]
             torch.distributed.broadcast_object_list(box, src=0)
             samples = box[0]
+        def collect_later():  # with the engine's weights of version `step`
+            for s in later:
+                self.ahead[s] = self._collect_versioned(s, step)
+
         worker = None
-        if later and ro.overlap:  # the engine generates (weights of version `step`) while the trainer updates
+        if later and ro.overlap:  # the engine generates while the trainer updates
             import threading
 
-            def work():
-                for s in later:
-                    self.ahead[s] = self._collect_versioned(s, step)
-            worker = threading.Thread(target=work, name="rl-collect-ahead")
+            worker = threading.Thread(target=collect_later, name="rl-collect-ahead")
             worker.start()
         gpu = torch.cuda.is_available() and ro.sleep_between and worker is None  # a generating engine stays awake
         if gpu and r.rank0:
@@ -355,9 +356,8 @@ class Trainer(Hooks):
         if gpu and r.rank0:
             self.engine.wake()
         if later and not ro.overlap:  # the same batches, after the update instead of beside it
-            for s in later:
-                self.ahead[s] = self._collect_versioned(s, step)
-        if r.rank0 and later and any(s not in self.ahead for s in later):
+            collect_later()
+        if any(s not in self.ahead for s in later):  # `later` is rank 0's (empty elsewhere)
             raise RuntimeError(f"collecting the rollouts of steps {later} ahead failed (see the log above)")
         s = self._sync()
         if r.rank0:

@@ -79,9 +79,9 @@ def staleness_runs(a) -> dict:
     import tempfile
 
     runs = {}
-    # a run of its own: not this process's (destroyed) process group and its port
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                            "MASTER_PORT")}
+    from model.parallel import single_process_env
+
+    env = single_process_env()  # a run of its own: not this process's (destroyed) process group and its port
     with tempfile.TemporaryDirectory(prefix="bench_rl_async_") as tmp:
         for k in (0, 1):
             out = Path(tmp) / f"k{k}"

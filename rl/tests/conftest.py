@@ -27,6 +27,23 @@ def run(args: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=ROOT, env=env(), capture_output=True, text=True, **kw)
 
 
+def kill9_after_first_checkpoint(args: list[str], run_dir: Path, timeout_s: float = 900) -> None:
+    """Start an RL run and SIGKILL its whole process group as soon as its first step checkpoint is published."""
+    import os
+    import signal
+    import time
+
+    p = subprocess.Popen(args, cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    latest = run_dir / "latest"
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and not latest.exists():
+        assert p.poll() is None, "run ended before it could be killed"
+        time.sleep(0.1)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+
+
 @pytest.fixture(scope="session")
 def tok_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("rl_tok")

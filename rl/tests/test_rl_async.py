@@ -2,14 +2,9 @@
 max(0, s - k) whatever the timing, and a killed run resumes to the same metrics."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
-
 import pytest
 
-from rl.tests.conftest import ROOT, env, run
+from rl.tests.conftest import kill9_after_first_checkpoint, run
 from rl.tests.test_rl_train import cmd, metrics
 
 ASYNC = ["train.steps=4", "eval.at_start=false", "eval.samples=0", "rollout.max_staleness=2"]
@@ -53,15 +48,7 @@ def test_kill9_resume_keeps_the_batches_collected_ahead_and_overlap_changes_noth
     timing of the collection changes what it collects."""
     out = tmp_path / "rl"
     args = cmd(chain, out, *ASYNC, "rollout.overlap=false")
-    p = subprocess.Popen(args, cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
-    latest = tmp_path / "rl.run" / "latest"
-    deadline = time.time() + 900
-    while time.time() < deadline and not latest.exists():
-        assert p.poll() is None, "run ended before it could be killed"
-        time.sleep(0.1)
-    os.killpg(p.pid, signal.SIGKILL)
-    p.wait()
+    kill9_after_first_checkpoint(args, tmp_path / "rl.run")
     r = run(args, timeout=1200)
     assert r.returncode == 0, r.stderr[-4000:]
     assert "resumed from" in r.stdout

@@ -2,16 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
 
 import pytest
 
 from model import manifest
-from rl.tests.conftest import ROOT, env, run
+from rl.tests.conftest import kill9_after_first_checkpoint, run
 
 SETS = ["train.steps=3", "train.save_every=1", "sched.families=[toy]", "reward.timeout_s=1", "train.seq_length=256",
         "eval.at_start=true", "eval.samples=2"]
@@ -81,15 +77,7 @@ def test_broken_verifiers_are_counted_never_passed(full):
 def test_kill9_resume_gives_the_same_metrics(full, chain, tmp_path):
     ref = metrics(full[0])
     out = tmp_path / "rl"
-    p = subprocess.Popen(cmd(chain, out), cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
-    latest = tmp_path / "rl.run" / "latest"
-    deadline = time.time() + 900
-    while time.time() < deadline and not latest.exists():
-        assert p.poll() is None, "run ended before it could be killed"
-        time.sleep(0.1)
-    os.killpg(p.pid, signal.SIGKILL)
-    p.wait()
+    kill9_after_first_checkpoint(cmd(chain, out), tmp_path / "rl.run")
     assert not out.exists()
     r = run(cmd(chain, out), timeout=1200)
     assert r.returncode == 0, r.stderr[-4000:]
