@@ -19,14 +19,16 @@ run uses (model.config.ParallelConfig.validate), and estimates for the most load
             min(PP, micro batches)), for recompute none / selective / full; plus fp32 logits.
   step time = model FLOPs (6 * active params * tokens + causal attention) / (world * peak * MFU).
 
-An RL recipe (one with a `rollout:` block: `make plan STAGE=rl RECIPE=...`) adds the colocated vLLM engine
-(rl/01_train.py: rank 0 starts one engine whose rollout.tensor_parallel_size workers share the first GPUs with
-trainer ranks), whose GPUs are then the most loaded:
+An RL recipe (one with a `rollout:` block: `make plan STAGE=rl RECIPE=...`) adds the colocated vLLM engines
+(rl/engines.py: one engine per rollout.tensor_parallel_size consecutive ranks, on their GPUs, each generating
+its share of the step's groups; rollout.engines: one = rank 0's engine alone on the first GPUs), whose GPUs are
+then the most loaded:
 
   engine    vLLM reserves rollout.gpu_memory_utilization of each of its GPUs: its weights (all params in
             rollout.dtype / engine TP) and, in the rest, the KV cache: 2 * layers * KV heads per GPU
             (ceil(groups / TP), at least 1: vLLM replicates KV heads past TP) * head_dim * bytes per token;
-            rollouts of a step in flight = groups_per_step * samples_per_prompt, each up to train.seq_length.
+            rollouts in flight per engine = its share of groups_per_step (ceil(groups / engines)) *
+            samples_per_prompt, each up to train.seq_length.
   rollout   trainer weights + grads + optimizer (they stay on the GPU) + the engine's whole reservation;
   update    trainer static + activations (the recipe's recompute) + the engine's reservation unless it sleeps
             (rollout.sleep_between: level 1 offloads its weights to host memory and frees the KV cache; an
@@ -179,16 +181,21 @@ def rollout_plan(cfg: dict, r: dict) -> dict:
     kv_token = 2 * m.num_layers * kv_heads * m.head_dim * b  # bytes per token on one engine GPU
     budget = float(ro.get("gpu_memory_utilization", 0.9)) * gpu["memory_gib"]
     kv = budget - weights
-    in_flight = int(ro.get("groups_per_step", 4)) * int(ro.get("samples_per_prompt", 4))
+    world = r["recipe_layout"]["world_size"]
+    if ro.get("engines", "spread") == "spread" and world % tp:
+        raise ConfigError(f"world size {world} is not a multiple of rollout.tensor_parallel_size={tp}: every engine "
+                          "takes that many consecutive ranks (or set rollout.engines: one)")
+    engines = 1 if ro.get("engines", "spread") == "one" else world // tp
+    in_flight = -(-int(ro.get("groups_per_step", 4)) // engines) * int(ro.get("samples_per_prompt", 4))
     concurrent = int(kv * GiB // (seq * kv_token)) if kv > 0 else 0
     overlap = int(ro.get("max_staleness", 0)) > 0 and bool(ro.get("overlap", True))
     sleeps = bool(ro.get("sleep_between", True)) and not overlap
     static = mem["weights"] + mem["grads"] + mem["optimizer"]
     chosen = r["recipe_layout"]["recompute"]
     phases = {"rollout": static + budget, "update": static + mem["activations"][chosen] + (0.0 if sleeps else budget)}
-    return {"engine_tp": tp, "engine_gpus": tp, "dtype": "bfloat16" if b == 2 else "float32",
+    return {"engine_tp": tp, "engine_gpus": tp, "engines": engines, "dtype": "bfloat16" if b == 2 else "float32",
             "reservation_gib": budget, "weights_gib": weights, "kv_cache_gib": kv, "kv_bytes_per_token": kv_token,
-            "rollouts_per_step": in_flight, "max_tokens_each": seq, "kv_full_length_gib": in_flight * seq * kv_token / GiB,
+            "rollouts_per_engine": in_flight, "max_tokens_each": seq, "kv_full_length_gib": in_flight * seq * kv_token / GiB,
             "concurrent_full_length": concurrent, "sleeps_during_update": sleeps, "sleep_frees_gib": budget if sleeps else 0.0,
             "host_offload_gib_per_gpu": weights if sleeps else 0.0, "phases_gib": phases,
             "fits": {k: v <= mem["usable"] for k, v in phases.items()} | {"kv_cache": concurrent >= 1}}
@@ -198,9 +205,10 @@ def render_rollout(e: dict, usable: float) -> str:
     ph = e["phases_gib"]
     why = "sleeps during the update" if e["sleeps_during_update"] else "stays awake during the update"
     return "\n".join([
-        f"engine  vLLM TP {e['engine_tp']} ({e['dtype']}) reserves {e['reservation_gib']:.1f} GiB per GPU: weights "
+        f"engine  {e['engines']} x vLLM TP {e['engine_tp']} ({e['dtype']}), each reserves {e['reservation_gib']:.1f} GiB per GPU: weights "
         f"{e['weights_gib']:.1f} + KV cache {e['kv_cache_gib']:.1f} GiB ({e['kv_bytes_per_token'] / 1024:.0f} KiB/token)"
-        f" -> {e['concurrent_full_length']} of {e['rollouts_per_step']} rollouts at {e['max_tokens_each']} tokens at once"
+        f" -> {e['concurrent_full_length']} of its {e['rollouts_per_engine']} rollouts at {e['max_tokens_each']} tokens"
+        " at once"
         f"{'' if e['fits']['kv_cache'] else ' DOES NOT FIT one rollout'}",
         f"        {why}: frees {e['sleep_frees_gib']:.1f} GiB, offloads {e['host_offload_gib_per_gpu']:.1f} GiB per GPU "
         f"to host memory",

@@ -77,13 +77,21 @@ class Engine:
         return self.tokenizer.decode([t for t in token_ids if t not in stop], skip_special_tokens=False)
 
     def generate(self, prompts: list, *, n: int = 1, temperature: float = 0.0, top_p: float = 1.0,
-                 max_tokens: int = 256, seed: int | None = None, ignore_eos: bool = False) -> list[list[Completion]]:
-        """n completions per prompt (a text or token ids). ignore_eos: always max_tokens (benchmarks)."""
+                 max_tokens: int = 256, seed: int | None = None, seeds: list[int] | None = None,
+                 ignore_eos: bool = False) -> list[list[Completion]]:
+        """n completions per prompt (a text or token ids). Seeds: prompt k of the call gets seed + k, or with
+        `seeds` its own seed, so that its samples do not depend on what else is in the call (RL's engines split a
+        step's prompts between them). ignore_eos: always max_tokens (benchmarks)."""
         from vllm import SamplingParams, TokensPrompt
 
         ids = self._ids(prompts)
         keep = [i for i, x in enumerate(ids) if len(x) < self.max_model_len]
-        params = [SamplingParams(n=n, temperature=temperature, top_p=top_p, seed=None if seed is None else seed + k,
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
+        own = [seeds[i] if seeds is not None else None if seed is None else seed + k for k, i in enumerate(keep)]
+        if seeds is not None:
+            seed = 0  # seeded: waves below
+        params = [SamplingParams(n=n, temperature=temperature, top_p=top_p, seed=own[k],
                                  max_tokens=max(1, min(max_tokens, self.max_model_len - len(ids[i]))),
                                  stop_token_ids=[] if ignore_eos else self.stop_ids, ignore_eos=ignore_eos,
                                  logprobs=0, detokenize=False)  # text: decoded below, the same for every caller
@@ -267,17 +275,34 @@ def engine_omp_env(env) -> dict:
 class EngineProcess:
     """Engine(hf_dir, **kw) in a spawned process; its methods in CALLS are forwarded over a pipe."""
 
-    def __init__(self, hf_dir: Path, *, timeout_s: float = 600, **kw):
+    def __init__(self, hf_dir: Path, *, timeout_s: float = 600, devices: list[int] | None = None, **kw):
+        """`devices`: the GPUs the engine runs on, as this process numbers them (default: from the first)."""
+        from model.parallel import single_process_env
+
         ctx = mp.get_context("spawn")  # a clean interpreter: no inherited torch/gloo/Megatron state
         self._conn, child = ctx.Pipe()
-        env_keep = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-                    if k in os.environ}  # the child must not join the trainer's torch.distributed world
-        env_keep.update(engine_omp_env(os.environ))
-        try:
+        saved = dict(os.environ)
+        child_env = single_process_env()  # the child must not join the trainer's torch.distributed world
+        engine_omp_env(child_env)
+        if devices is not None:
+            vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+            names = vis.split(",") if vis else [str(i) for i in range(max(devices) + 1)]
+            child_env["CUDA_VISIBLE_DEVICES"] = ",".join(names[d] for d in devices)
+        changed = {k for k in saved.keys() | child_env.keys() if saved.get(k) != child_env.get(k)}
+        try:  # a spawned child takes os.environ as it is at start()
+            for k in changed:
+                if k in child_env:
+                    os.environ[k] = child_env[k]
+                else:
+                    os.environ.pop(k)
             self._proc = ctx.Process(target=_serve, args=(child, str(hf_dir), kw), daemon=True)
             self._proc.start()
         finally:
-            os.environ.update(env_keep)
+            for k in changed:
+                if k in saved:
+                    os.environ[k] = saved[k]
+                else:
+                    os.environ.pop(k, None)
         child.close()
         self.timeout_s = timeout_s
         info = self._recv("start")

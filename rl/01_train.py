@@ -3,12 +3,14 @@
     # tiny CPU default (after `make sft data`)
     python -m rl.01_train --in checkpoints/sft --data data/domains --out checkpoints/rl
     # micro (tests): python -m rl.01_train --in CHAIN/sft --data CHAIN/domains --out /tmp/rl --recipe micro_cpu
-    # 2 processes on the CPU, expert-parallel trainer (rank 0 owns the rollout engine)
+    # 2 processes on the CPU: 2 engines, each generating half of every step's groups (rl/engines.py)
+    torchrun --nproc-per-node 2 -m rl.01_train --in checkpoints/sft --data data/domains --out checkpoints/rl
+    # ... with an expert-parallel trainer (weights then reach the engines through files)
     torchrun --nproc-per-node 2 -m rl.01_train --in checkpoints/sft --data data/domains --out checkpoints/rl --set parallel.ep=2
     # cluster: one node of 8 H200, colocated engine with sleep/wake (see rl/recipes/qwen3_30b_a3b_h200x8.yaml)
     torchrun --nproc-per-node 8 -m rl.01_train --in checkpoints/sft --data data/domains --out checkpoints/rl --recipe qwen3_30b_a3b_h200x8
 
-One step: the scheduler picks prompts -> the engine samples `samples_per_prompt` multi-turn rollouts each
+One step: the scheduler picks prompts -> the engines (one per rollout.tensor_parallel_size ranks) sample `samples_per_prompt` multi-turn rollouts each
 (tools executed, observations appended) -> verifiers score them concurrently (infra errors excluded and
 counted) -> group-normalized advantages; groups with all-equal rewards are dropped and refilled (dynamic
 sampling) -> GRPO update on Megatron (TP/PP/EP from the recipe) -> weights synced into the engine in place.
@@ -91,7 +93,12 @@ def main(argv=None) -> int:
         cfg = RLConfig.from_dict(rc.cfg)
         ws = int(os.environ.get("WORLD_SIZE", "1"))
         cfg.check_batch(rc.parallel.global_batch_size, rc.parallel.micro_batch_size,
-                        rc.parallel.data_parallel_size(ws))
+                        rc.parallel.data_parallel_size(ws), ws)
+        per_node = int(os.environ.get("LOCAL_WORLD_SIZE", ws))
+        if torch.cuda.is_available() and cfg.rollout.engines == "spread" and cfg.rollout.tensor_parallel_size > per_node:
+            raise ConfigError(f"rollout.tensor_parallel_size={cfg.rollout.tensor_parallel_size} > {per_node} GPUs per "
+                              "node: an engine process spans one node here (a multi-node engine needs vLLM's Ray "
+                              "backend, not built); lower it to fit a node")
         rows = load_rows(a.data, cfg.sched, rc.train["seed"])
         import domains
         from domains.sandboxing import available
@@ -105,7 +112,8 @@ def main(argv=None) -> int:
 
 class Trainer(Hooks):
     """RL's hooks of the run skeleton (model/driver.py): rollouts, rewards, GRPO update and weight sync per step;
-    rank 0 holds the engine, the task scheduler and the metrics file, whose state goes in step checkpoints."""
+    engine owners (rl/engines.py) generate and score their share of each step's groups; rank 0 holds the task
+    scheduler and the metrics file, whose state goes in step checkpoints, and evaluates with its engine."""
     stage = "rl"
     metrics_json = dict(sort_keys=True, default=float)
 
@@ -114,7 +122,7 @@ class Trainer(Hooks):
         self.parent, self.tokenizer_dir = a.inp, a.inp / "tokenizer"
         self.metrics_path = a.results / "metrics.jsonl"
         self.updates_per_step = cfg.algo.minibatches
-        self.scheduler = self.engine = self.pool = self.renderer = self.sync_dir = None
+        self.scheduler = self.engine = self.pool = self.renderer = self.sync_dir = self.layout = self.ex = None
         self.start_eval = self.start_records = None
         self.ahead: dict[int, tuple] = {}  # rank 0: step -> (samples, metrics) collected ahead (max_staleness > 0)
 
@@ -131,19 +139,23 @@ class Trainer(Hooks):
 
     def setup(self, common):
         from model import checkpoint, parallel
+        from rl.engines import Exchange, Layout
         from rl.sync import sync_dir
 
-        r, par = self.run, self.rc.parallel
+        r, par, ro = self.run, self.rc.parallel, self.cfg.rollout
         if common is None:
             checkpoint.load_model_only(r.model, self.a.inp / "mcore")
         # one process: tmpfs; several: the run directory, which every rank (and node) sees at the same path
         self.sync_dir = sync_dir(str(r.run_dir.resolve())) if parallel.world_size() == 1 else r.run_dir / "sync"
+        self.layout = Layout.of(parallel.world_size(), parallel.rank(), ro.tensor_parallel_size, ro.engines)
+        self.ex = Exchange()
         if r.rank0:
             self._setup_rank0(common)
-        ro = self.cfg.rollout
+        if self.layout.owner:
+            self._setup_engine()
         r.log(f"rl: {self.rc.model.num_parameters() / 1e6:.2f}M parameters, TP={par.tp} PP={par.pp} EP={par.ep} "
-              f"DP={par.data_parallel_size(parallel.world_size())}, {r.total} steps x {ro.groups_per_step}"
-              f" groups x {ro.samples_per_prompt} samples, {len(self.rows)} domains")
+              f"DP={par.data_parallel_size(parallel.world_size())}, {self.layout.count} rollout engine(s), {r.total}"
+              f" steps x {ro.groups_per_step} groups x {ro.samples_per_prompt} samples, {len(self.rows)} domains")
         if r.start:  # the engine started from the parent: give it the resumed policy
             self._sync()
         if self.cfg.eval.at_start and not r.start and r.rank0:
@@ -154,14 +166,11 @@ class Trainer(Hooks):
     def _setup_rank0(self, common):
         from transformers import PreTrainedTokenizerFast
 
-        from model.vllm_engine import EngineProcess
         from rl.scheduler import Scheduler
-        from rl.trajectory import Renderer
 
-        tr, ro = self.rc.train, self.cfg.rollout
-        self.tokenizer = PreTrainedTokenizerFast.from_pretrained(str(self.a.inp / "tokenizer"))
-        self.renderer = Renderer(self.tokenizer)
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        tr = self.rc.train
+        tok = PreTrainedTokenizerFast.from_pretrained(str(self.a.inp / "tokenizer"))
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
         self.scheduler = Scheduler(self.rows, self.cfg.sched, seed=tr["seed"],
                                    data_seed=int(self.data_m.get("seed", 0)))
         if common is not None:
@@ -171,19 +180,59 @@ class Trainer(Hooks):
             self.ahead = dict(common.get("ahead") or {})
             random.setstate(_tuple_state(common["py_rng"]))
             np.random.set_state(tuple(common["np_rng"]))
+        self.a.results.mkdir(parents=True, exist_ok=True)
+
+    def _setup_engine(self):
+        """This rank's engine (on its ranks' GPUs), the renderer and the sandbox pool its share of rollouts needs."""
+        from transformers import PreTrainedTokenizerFast
+
+        from model.vllm_engine import EngineProcess
+        from rl.engines import Layout
+        from rl.trajectory import Renderer
+
+        tr, ro = self.rc.train, self.cfg.rollout
+        self.renderer = Renderer(PreTrainedTokenizerFast.from_pretrained(str(self.a.inp / "tokenizer")))
         if self.needs_box:
             from domains.sandboxing import make_pool
 
             self.pool = make_pool(self.cfg.reward.sandbox_slots)
         gpu = torch.cuda.is_available()
+        devices = Layout.devices(int(os.environ.get("LOCAL_RANK", "0")), ro.tensor_parallel_size) if gpu else None
         self.engine = EngineProcess(self.a.inp / "hf", max_model_len=tr["seq_length"], seed=tr["seed"],
                                     kv_cache_gib=ro.kv_cache_gib, gpu_memory_utilization=ro.gpu_memory_utilization,
                                     enable_sleep_mode=gpu and ro.sleep_between, dtype=ro.dtype,
-                                    tensor_parallel_size=ro.tensor_parallel_size)
-        self.a.results.mkdir(parents=True, exist_ok=True)
+                                    tensor_parallel_size=ro.tensor_parallel_size, devices=devices)
 
-    # ---- one step's data (rank 0) ----------------------------------------------------------------------
-    def collect(self, step: int) -> tuple[list, dict]:
+    # ---- one step's data (every rank takes part; rank 0 gets it) -----------------------------------------
+    def generate(self, picks: list[tuple], seed: int) -> tuple[list, list, float, float] | None:
+        """Every rank: this rank's engine (if it owns one) rolls out and scores its share of the groups `picks`
+        ((domain name, Task) each); on rank 0 (rollouts, rewards, seconds of the slowest engine's rollouts and of
+        its rewards) of all groups in order, None elsewhere."""
+        import domains
+        from rl import engines, rewards, trajectory
+
+        ro, rw, n = self.cfg.rollout, self.cfg.reward, self.cfg.rollout.samples_per_prompt
+        mine = self.layout.groups(len(picks))
+        t0 = time.perf_counter()
+        rolls = trajectory.rollout(self.engine, self.renderer, [(domains.get(picks[g][0]), picks[g][1]) for g in mine],
+                                   n=n, temperature=ro.temperature, top_p=ro.top_p, max_tokens=ro.max_tokens,
+                                   seed=seed, pool=self.pool, sandbox_slots=rw.sandbox_slots, max_turns=ro.max_turns,
+                                   long_timeout_s=ro.long_timeout_s, tool_retries=ro.tool_retries,
+                                   retry_backoff_s=ro.tool_retry_backoff_s, groups=mine) if mine else []
+        t1 = time.perf_counter()
+        scores = rewards.score_all(rolls, self.pool, rw) if rolls else []
+        t2 = time.perf_counter()
+        parts = self.ex.gather((mine, engines.pack(rolls) if self.ex.on else rolls, scores, t1 - t0, t2 - t1))
+        if parts is None:
+            return None
+        by_group = {g: (p[1][i * n:(i + 1) * n], p[2][i * n:(i + 1) * n]) for p in parts for i, g in enumerate(p[0])}
+        rolls = [x for g in range(len(picks)) for x in by_group[g][0]]
+        scores = [x for g in range(len(picks)) for x in by_group[g][1]]
+        if self.ex.on:
+            engines.unpack(rolls)
+        return rolls, scores, max(p[3] for p in parts), max(p[4] for p in parts)
+
+    def collect(self, step: int) -> tuple[list, dict] | tuple[None, None]:
         from rl import objective, rewards, trajectory
 
         ro, rw = self.cfg.rollout, self.cfg.reward
@@ -196,27 +245,23 @@ class Trainer(Hooks):
         rounds = 0
         for rnd in range(ro.max_rounds if ro.dynamic_sampling else 1):
             need = want - len(kept)
-            if need <= 0:
+            picks = [(d.name, t) for d, t in self.scheduler.next(need)] if self.run.rank0 and need > 0 else []
+            picks = self.ex.bcast(picks)  # rank 0's draws, for every engine
+            if not picks:
                 break
             rounds += 1
-            picks = self.scheduler.next(need)
-            t0 = time.perf_counter()
-            rolls = trajectory.rollout(self.engine, self.renderer, picks, n=n, temperature=ro.temperature,
-                                       top_p=ro.top_p, max_tokens=ro.max_tokens,
-                                       seed=self.rc.train["seed"] * 1_000_003 + step * 10_007 + rnd * 1_009,
-                                       pool=self.pool, sandbox_slots=rw.sandbox_slots, max_turns=ro.max_turns,
-                                       long_timeout_s=ro.long_timeout_s, tool_retries=ro.tool_retries,
-                                       retry_backoff_s=ro.tool_retry_backoff_s)
-            t1 = time.perf_counter()
-            scores = rewards.score_all(rolls, self.pool, rw)
+            got = self.generate(picks, self.rc.train["seed"] * 1_000_003 + step * 10_007 + rnd * 1_009)
+            if got is None:  # not rank 0: its share is generated and sent
+                continue
+            rolls, scores, dt_roll, dt_rew = got
             for k, v in trajectory.lane_metrics(rolls).items():
                 lanes[k] += v
-            t_roll += t1 - t0
-            t_rew += time.perf_counter() - t1
+            t_roll += dt_roll
+            t_rew += dt_rew
             self.run.log(f"  step {step + 1} round {rnd + 1}: {len(rolls)} rollouts "
                          f"({sum(len(r.turns) for r in rolls)} turns, "
                          f"{sum(len(s.token_ids) for r in rolls for s in r.turns)}"
-                         f" tokens) in {t1 - t0:.1f}s, rewards in {time.perf_counter() - t1:.1f}s")
+                         f" tokens) in {dt_roll:.1f}s, rewards in {dt_rew:.1f}s")
             values = [None if s.infra_error else rewards.shaped(r, s, rw.format_weight) for r, s in zip(rolls, scores)]
             adv, informative = objective.group_advantages(values, n, self.cfg.algo.normalize_std)
             self.scheduler.update([(r.domain.name, r.task.difficulty, s.passed) for r, s in zip(rolls, scores)
@@ -237,6 +282,8 @@ class Trainer(Hooks):
                 flat += int(not ok)
                 if ok or not ro.dynamic_sampling:
                     kept.append((rolls[g * n:(g + 1) * n], adv[g * n:(g + 1) * n]))
+        if not self.run.rank0:
+            return None, None
         kept = kept[:want]
         used = [r for g in kept for r in g[0]]
         # pipeline stages exchange fixed shapes; otherwise pad only to the step's longest trajectory
@@ -309,11 +356,13 @@ class Trainer(Hooks):
         from rl import sync
 
         return sync.sync(self.run.ddp, self.rc.model, self.engine, self.sync_dir / "hf", self.a.inp / "tokenizer",
-                         in_memory=self.cfg.rollout.weight_sync == "memory")
+                         in_memory=self.cfg.rollout.weight_sync == "memory",
+                         layout_ok=sync.memory_layout(self.rc.parallel))
 
-    def _collect_versioned(self, step: int, version: int) -> tuple[list, dict]:
+    def _collect_versioned(self, step: int, version: int) -> tuple[list, dict] | tuple[None, None]:
         samples, m = self.collect(step)
-        m.update(weight_version=version, staleness=step - version)
+        if m is not None:
+            m.update(weight_version=version, staleness=step - version)
         return samples, m
 
     def step(self, step: int) -> None:
@@ -327,17 +376,27 @@ class Trainer(Hooks):
         r, ro = self.run, self.cfg.rollout
         t0 = time.perf_counter()
         samples = m = None
-        later: list[int] = []
-        if r.rank0:
-            samples, m = self.ahead.pop(step) if step in self.ahead else self._collect_versioned(step, step)
+        now, later = True, []
+        if r.rank0:  # rank 0 holds the batches collected ahead: it says what every engine generates
+            now = step not in self.ahead
             later = [s for s in range(step + 1, min(step + ro.max_staleness, r.total - 1) + 1) if s not in self.ahead]
+        now, later = self.ex.bcast((now, later))
+        if now:
+            samples, m = self._collect_versioned(step, step)
+        elif r.rank0:
+            samples, m = self.ahead.pop(step)
         if parallel.world_size() > 1:
             box = [samples]
             torch.distributed.broadcast_object_list(box, src=0)
             samples = box[0]
-        def collect_later():  # with the engine's weights of version `step`
+        done: list[int] = []
+
+        def collect_later():  # with the engines' weights of version `step`
             for s in later:
-                self.ahead[s] = self._collect_versioned(s, step)
+                got = self._collect_versioned(s, step)
+                if r.rank0:
+                    self.ahead[s] = got
+                done.append(s)
 
         worker = None
         if later and ro.overlap:  # the engine generates while the trainer updates
@@ -357,7 +416,7 @@ class Trainer(Hooks):
             self.engine.wake()
         if later and not ro.overlap:  # the same batches, after the update instead of beside it
             collect_later()
-        if any(s not in self.ahead for s in later):  # `later` is rank 0's (empty elsewhere)
+        if done != later:
             raise RuntimeError(f"collecting the rollouts of steps {later} ahead failed (see the log above)")
         s = self._sync()
         if r.rank0:

@@ -26,14 +26,15 @@ class RolloutConfig:
     max_rounds: int = 3  # rollout rounds per step when refilling (bounded cost when all groups are flat)
     kv_cache_gib: int = 2  # vLLM-CPU KV cache size
     dtype: str = "float32"  # engine weights/compute: float32 (CPU, exact logprobs) | bfloat16 (GPU)
-    tensor_parallel_size: int = 1  # engine TP (GPU: its workers are colocated with the trainer ranks)
+    tensor_parallel_size: int = 1  # engine TP: one engine per this many consecutive ranks, on their GPUs
+    engines: str = "spread"  # spread: an engine per tensor_parallel_size ranks, sharing the groups | one: rank 0's
     gpu_memory_utilization: float = 0.35  # GPU share of a colocated engine (trainer keeps the rest)
     sleep_between: bool = True  # GPU: engine sleeps (weights offloaded, KV freed) during the update
     long_timeout_s: float = 600.0  # wall budget of one sandbox-holding rollout (long lane); past it: cut, infra
     tool_retries: int = 2  # retries of a tool call that failed for infrastructure reasons (sandbox failure)
     tool_retry_backoff_s: float = 0.5  # first retry's wait, doubled each time
     max_staleness: int = 0  # k: the rollouts of step s use the weights of step max(0, s - k); 0 = lockstep
-    weight_sync: str = "memory"  # memory: tensors to the engine in shared memory (one process) | files: safetensors
+    weight_sync: str = "memory"  # memory: tensors to each engine in shared memory (no TP/PP/CP split) | files
     overlap: bool = True  # k > 0: generate step s + k's rollouts while step s updates (false: one after the other)
 
 
@@ -137,6 +138,9 @@ class RLConfig:
             raise ConfigError(f"algo.mis_low={a.mis_low} without algo.mis_high: set both to mask (e.g. 0.5 and 2)")
         if a.is_level not in ("token", "sequence"):
             raise ConfigError(f"algo.is_level={a.is_level!r}: use token or sequence")
+        if r.engines not in ("spread", "one"):
+            raise ConfigError(f"rollout.engines={r.engines!r}: use spread (an engine per rollout.tensor_parallel_size "
+                              "ranks) or one (rank 0's)")
         if r.weight_sync not in ("memory", "files"):
             raise ConfigError(f"rollout.weight_sync={r.weight_sync!r}: use memory or files")
         if r.max_staleness < 0:
@@ -156,8 +160,13 @@ class RLConfig:
             raise ConfigError(f"sched.window={s.window} < sched.min_samples={s.min_samples}: the window could "
                               "never hold enough outcomes to move the curriculum")
 
-    def check_batch(self, global_batch_size: int, micro_batch_size: int, dp: int) -> None:
-        """One trajectory per trainer sample: the parallel section must hold exactly one minibatch of them."""
+    def check_batch(self, global_batch_size: int, micro_batch_size: int, dp: int, world: int = 1) -> None:
+        """One trajectory per trainer sample: the parallel section must hold exactly one minibatch of them; spread
+        engines take whole groups of consecutive ranks."""
+        tp = self.rollout.tensor_parallel_size
+        if self.rollout.engines == "spread" and world % tp:
+            raise ConfigError(f"world size {world} is not a multiple of rollout.tensor_parallel_size={tp}: every "
+                              "engine takes that many consecutive ranks (or set rollout.engines: one)")
         per_update = self.rollout.groups_per_step * self.rollout.samples_per_prompt // self.algo.minibatches
         if global_batch_size != per_update:
             raise ConfigError(f"parallel.global_batch_size={global_batch_size} must equal groups_per_step*"

@@ -2,16 +2,20 @@
 
 One process (TP=PP=EP=1): the full state dict goes through model/hf_mapping.to_hf straight into safetensors.
 Several processes: the shards are saved as a torch_dist checkpoint and converted in a fresh single process
-(model/to_hf.py; Megatron reshards on load), exactly as a stage publishes hf/. The directory lives in
-/dev/shm when it exists (tmpfs: no disk round trip). The engine reloads it without restarting
-(model/vllm_engine.Engine.reload_weights, which also fixes vLLM-CPU's MoE prepack on reload).
-In memory (`in_memory`, rollout.weight_sync: memory; one process only): the HF tensors are copied into shared-memory
-buffers (kept across steps) and handed to the engine process over its pipe, which passes handles, not bytes; the
-engine runs the same in-place reload from them (Engine.load_weights). No safetensors are written or parsed.
+(model/to_hf.py; Megatron reshards on load), exactly as a stage publishes hf/, and every engine (rl/engines.py)
+reloads that one directory. It lives in /dev/shm when it exists (tmpfs: no disk round trip). The engine reloads
+without restarting (model/vllm_engine.Engine.reload_weights, which also fixes vLLM-CPU's MoE prepack on reload).
+In memory (`in_memory`, rollout.weight_sync: memory; memory_layout: TP=PP=CP=expert-TP=1, any DP and EP): each
+rank assembles all HF tensors (hf_tensors: its own, plus the experts of the other EP ranks broadcast over the
+expert-parallel group), each engine owner copies them into shared-memory buffers (kept across steps) and hands them
+to its engine process over the pipe, which passes handles, not bytes; the engine runs the same in-place reload
+from them (Engine.load_weights). No safetensors are written or parsed. Trainers split by TP, PP, CP or expert-TP
+take the files path: gathering those shards in memory is not built.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -61,15 +65,55 @@ def write_hf(ddp, mcfg, out_dir: Path, tokenizer_dir: Path, dtype: str = "float3
     return sum(p.stat().st_size for p in out_dir.glob("*.safetensors")) if parallel.is_rank0() else 0
 
 
+def memory_layout(par) -> bool:
+    """Whether a rank can assemble all HF tensors without files: no TP, PP, CP or expert-TP split (experts split
+    over EP are gathered in memory: hf_tensors)."""
+    return par.tp == par.pp == par.cp == par.expert_tp == 1
+
+
+_EXPERT = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(.+)")
+
+
+def hf_tensors(ddp, mcfg) -> dict[str, torch.Tensor]:
+    """All of the policy's HF tensors on this rank (every rank calls: a collective when experts are split).
+    Layout: memory_layout. With EP > 1 each rank maps its local experts to their global numbers and every rank
+    of the expert-parallel group broadcasts its experts as one flat buffer to the others (gloo on the CPU, NCCL on
+    GPUs), so each engine owner ends with all experts."""
+    from megatron.core import parallel_state as ps
+
+    from model import checkpoint, hf_mapping
+
+    local = hf_mapping.to_hf(checkpoint.full_state_dict(ddp), mcfg)
+    ep = ps.get_expert_model_parallel_world_size() if mcfg.is_moe else 1
+    if ep == 1:
+        return local
+    per, me = mcfg.num_experts // ep, ps.get_expert_model_parallel_rank()
+    out = {k: v for k, v in local.items() if not _EXPERT.fullmatch(k)}
+    mine = sorted((k for k in local if _EXPERT.fullmatch(k)), key=lambda k: tuple(
+        int(x) if x.isdigit() else x for x in _EXPERT.fullmatch(k).groups()))
+    group = ps.get_expert_model_parallel_group()
+    ranks = torch.distributed.get_process_group_ranks(group)
+    dev = next(ddp.parameters()).device
+    for src in range(ep):  # the same key order on every rank: layer, local expert, tensor
+        flat = torch.cat([local[k].flatten() for k in mine]).to(dev) if src == me else \
+            torch.empty(sum(local[k].numel() for k in mine), dtype=local[mine[0]].dtype, device=dev)
+        torch.distributed.broadcast(flat, src=ranks[src], group=group)
+        flat, at = flat.cpu(), 0
+        for k in mine:
+            layer, j, rest = _EXPERT.fullmatch(k).groups()
+            n = local[k].numel()
+            out[f"model.layers.{layer}.mlp.experts.{src * per + int(j)}.{rest}"] = flat[at:at + n].view_as(local[k])
+            at += n
+    return out
+
+
 _SHARED: dict[str, torch.Tensor] = {}  # HF name -> shared-memory buffer, reused by every in-memory sync
 
 
 def shared_hf_tensors(ddp, mcfg) -> list[tuple[str, torch.Tensor]]:
-    """The policy's HF tensors copied into shared-memory buffers (one process: TP=PP=EP=1)."""
-    from model import checkpoint, hf_mapping
-
+    """The policy's HF tensors (hf_tensors) copied into shared-memory buffers."""
     out = []
-    for name, t in hf_mapping.to_hf(checkpoint.full_state_dict(ddp), mcfg).items():
+    for name, t in hf_tensors(ddp, mcfg).items():
         buf = _SHARED.get(name)
         if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
             buf = _SHARED[name] = torch.empty_like(t, memory_format=torch.contiguous_format).share_memory_()
@@ -78,22 +122,28 @@ def shared_hf_tensors(ddp, mcfg) -> list[tuple[str, torch.Tensor]]:
     return out
 
 
-def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path, in_memory: bool = False) -> dict:
-    """HF write + in-place reload (engine only on rank 0), or with `in_memory` (one process) the tensors handed to the
-    engine in shared memory. Timings: export_s (the HF write or the copy into shared memory; the key
-    results/reference/ holds), reload_s; bytes; sync_path."""
+def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path, in_memory: bool = False, layout_ok: bool = True
+         ) -> dict:
+    """Every rank calls; `engine` is this rank's (None where it owns none). HF write + in-place reload by every
+    engine, or with `in_memory` and `layout_ok` (memory_layout) each owner's tensors handed to its engine in
+    shared memory. Timings (this rank's): export_s (the HF write, or gathering and copying into shared memory;
+    the key results/reference/ holds), reload_s; bytes; sync_path."""
     from model import parallel
 
-    if in_memory and parallel.world_size() == 1:
+    if in_memory and (layout_ok or parallel.world_size() == 1):
         t0 = time.perf_counter()
-        tensors = shared_hf_tensors(ddp, mcfg)
+        if engine is not None:
+            tensors = shared_hf_tensors(ddp, mcfg)
+        else:
+            hf_tensors(ddp, mcfg)  # this rank's part of the expert exchange
+            tensors = []
         t1 = time.perf_counter()
         reload_s = engine.load_weights(tensors) if engine is not None else 0.0
         return {"export_s": t1 - t0, "reload_s": reload_s, "sync_s": time.perf_counter() - t0,
                 "sync_bytes": sum(t.numel() * t.element_size() for _, t in tensors), "sync_path": "memory"}
     t0 = time.perf_counter()
-    nbytes = write_hf(ddp, mcfg, out_dir, tokenizer_dir)
+    nbytes = write_hf(ddp, mcfg, out_dir, tokenizer_dir)  # ends with a barrier: every rank sees the directory
     t1 = time.perf_counter()
-    reload_s = engine.reload_weights(out_dir) if (engine is not None and parallel.is_rank0()) else 0.0
+    reload_s = engine.reload_weights(out_dir) if engine is not None else 0.0
     return {"export_s": t1 - t0, "reload_s": reload_s, "sync_s": time.perf_counter() - t0, "sync_bytes": nbytes,
             "sync_path": "files"}

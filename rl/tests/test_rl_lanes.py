@@ -50,7 +50,7 @@ class PingEngine:
     def __init__(self, tok):
         self.tok = tok
 
-    def generate(self, prompts, n, temperature, top_p, max_tokens, seed):
+    def generate(self, prompts, n, temperature, top_p, max_tokens, seeds):
         out = []
         for p in prompts:
             turn = self.tok.decode(p).count(chat.ASSISTANT_PREFIX) - 1

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from model import manifest
-from rl.tests.conftest import kill9_after_first_checkpoint, run
+from rl.tests.conftest import kill9_after_first_checkpoint, run, torchrun
 
 SETS = ["train.steps=3", "train.save_every=1", "sched.families=[toy]", "reward.timeout_s=1", "train.seq_length=256",
         "eval.at_start=true", "eval.samples=2"]
@@ -73,21 +73,45 @@ def test_broken_verifiers_are_counted_never_passed(full):
     assert summary["toy.raises"]["tasks"] == summary["toy.hangs"]["tasks"] == 0  # infra is never an outcome
 
 
-@pytest.mark.slow
-def test_kill9_resume_gives_the_same_metrics(full, chain, tmp_path):
-    ref = metrics(full[0])
-    out = tmp_path / "rl"
-    kill9_after_first_checkpoint(cmd(chain, out), tmp_path / "rl.run")
+@pytest.fixture(scope="module")
+def two_engines(chain, tmp_path_factory):
+    """The `full` run on 2 processes with 2 engines (each generates half of every step's groups) and the experts
+    split over them (EP=2: each engine's weights need the other rank's experts, gathered in memory), killed twice:
+    kill -9 of rank 1 once step 1's checkpoint is published, then of rank 0 once step 2's is; each time the
+    launcher stops the other rank and the rerun resumes."""
+    d = tmp_path_factory.mktemp("two_engines")
+    out = d / "rl"
+    args = torchrun(2, "rl.01_train", *cmd(chain, out, "parallel.ep=2")[3:])
+    one = {"OMP_NUM_THREADS": "1"}
+    kill9_after_first_checkpoint(args, d / "rl.run", at_step=1, rank=1, extra_env=one)
+    kill9_after_first_checkpoint(args, d / "rl.run", at_step=2, rank=0, extra_env=one)
     assert not out.exists()
-    r = run(cmd(chain, out), timeout=1200)
+    r = run(args, extra_env=one, timeout=1200)
     assert r.returncode == 0, r.stderr[-4000:]
-    assert "resumed from" in r.stdout
-    got = metrics(out)
+    return out, r.stdout
+
+
+@pytest.mark.slow
+def test_two_engines_killed_on_either_rank_give_the_one_process_metrics(full, two_engines):
+    ref, got = metrics(full[0]), metrics(two_engines[0])
     assert [m["step"] for m in got] == [1, 2, 3]
     for a, b in zip(ref, got):
-        for k in ("reward", "pass_rate", "zero_var_frac", "groups_used", "infra_errors", "action_tokens"):
+        for k in ("reward", "pass_rate", "zero_var_frac", "groups_used", "infra_errors", "action_tokens",
+                  "per_family", "truncated_frac"):
             assert a[k] == b[k], (a["step"], k)
-        assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)  # DP=2 / EP=2 sum the gradient in another order
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-5)
+        if b["action_tokens"]:  # both engines got all weights in memory: their logprobs are the trainer's
+            assert b["mismatch_abs"] < 1e-5 and b["sync_path"] == "memory"
+    ev = [json.loads((o.parent / (o.name + ".results") / "eval.json").read_text()) for o in (full[0], two_engines[0])]
+    assert [(x["item"], x["passed"]) for x in ev[0]["items"]] == [(x["item"], x["passed"]) for x in ev[1]["items"]]
+
+
+@pytest.mark.slow
+def test_two_processes_run_two_engines_and_resume_twice(two_engines):
+    stdout = two_engines[1]
+    assert "EP=2 DP=2, 2 rollout engine(s)" in stdout
+    assert "resumed from" in stdout and "step_000002" in stdout  # the last of the two kills
 
 
 def test_bad_batch_geometry_is_refused_before_work(chain, tmp_path):

@@ -14,7 +14,7 @@ class ScriptedEngine:
     def __init__(self, tok, script):
         self.tok, self.script, self.prompts = tok, script, []
 
-    def generate(self, prompts, n, temperature, top_p, max_tokens, seed):
+    def generate(self, prompts, n, temperature, top_p, max_tokens, seeds):
         out = []
         for p in prompts:
             self.prompts.append(p)
@@ -65,7 +65,7 @@ def test_group_copies_are_independent(tok_dir):
     class Echo:
         calls = 0
 
-        def generate(self, prompts, n, temperature, top_p, max_tokens, seed):
+        def generate(self, prompts, n, temperature, top_p, max_tokens, seeds):
             Echo.calls += 1
             return [[Completion("", tok("Answer: " + str(i), add_special_tokens=False)["input_ids"]
                                 + [tok.convert_tokens_to_ids(chat.IM_END)], [0.0] * 4, "stop")] for i in range(len(prompts))]
