@@ -5,7 +5,7 @@
     # micro (tests): python -m rl.01_train --in CHAIN/sft --data CHAIN/domains --out /tmp/rl --recipe micro_cpu
     # 2 processes on the CPU: 2 engines, each generating half of every step's groups (rl/engines.py)
     torchrun --nproc-per-node 2 -m rl.01_train --in checkpoints/sft --data data/domains --out checkpoints/rl
-    # ... with an expert-parallel trainer (weights then reach the engines through files)
+    # ... with an expert-parallel trainer (each engine gets the other rank's experts in memory: rl/sync.py)
     torchrun --nproc-per-node 2 -m rl.01_train --in checkpoints/sft --data data/domains --out checkpoints/rl --set parallel.ep=2
     # cluster: one node of 8 H200, colocated engine with sleep/wake (see rl/recipes/qwen3_30b_a3b_h200x8.yaml)
     torchrun --nproc-per-node 8 -m rl.01_train --in checkpoints/sft --data data/domains --out checkpoints/rl --recipe qwen3_30b_a3b_h200x8
