@@ -4,7 +4,8 @@
   `sequence_parallel`, so Megatron all-reduces its grads over the TP group).
 - `SDPAttention`: core attention on torch's scaled_dot_product_attention (fused kernels on CPU and
   GPU, native GQA) with either the causal mask or an explicit [b, 1, s, s] mask in Megatron's
-  convention (True = masked out), which SFT packing uses for document-aware attention.
+  convention (True = masked out), which SFT and RL packing use for document-aware attention
+  (model/masks.py).
 """
 from __future__ import annotations
 

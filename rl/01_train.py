@@ -315,7 +315,9 @@ class Trainer(Hooks):
         # minibatch j is "global step 0" of its own sample list: microbatches() splits it over DP ranks
         minis = [train.microbatches(lambda i, j=j: samples[j * per + i], 0, par) for j in range(k)]
         untrimmed = sum(b["tokens"].numel() for mbs in minis for b in mbs)
-        if par.pp == 1:  # no stage-to-stage shapes to keep: each micro batch only as long as its trained part
+        if par.pp == 1 and self.cfg.algo.pack:  # this rank's share of each minibatch, packed into rows
+            minis = [self._packed(samples[j * per:(j + 1) * per]) for j in range(k)]
+        elif par.pp == 1:  # no stage-to-stage shapes to keep: each micro batch only as long as its trained part
             from rl.objective import trim_microbatch
 
             minis = [[trim_microbatch(b) for b in mbs] for mbs in minis]
@@ -339,6 +341,20 @@ class Trainer(Hooks):
         out["positions"] = sum(b["tokens"].numel() for mbs in minis for b in mbs)  # this rank's, as trained
         out["positions_untrimmed"] = untrimmed  # padded to the step's longest trajectory
         return out
+
+    def _packed(self, mini: list[dict]) -> list[dict]:
+        """This DP rank's share of a minibatch as packed micro batches (rl/packing.py), as many on every DP rank."""
+        from megatron.core import parallel_state as ps
+
+        from rl import packing
+
+        dp, share = ps.get_data_parallel_world_size(), len(mini) // ps.get_data_parallel_world_size()
+        mine = mini[ps.get_data_parallel_rank() * share:(ps.get_data_parallel_rank() + 1) * share]
+        mbs = packing.pack(mine, self.rc.train["seq_length"], self.rc.parallel.micro_batch_size)
+        n = torch.tensor([max(len(mbs), 1)])
+        if dp > 1:
+            torch.distributed.all_reduce(n, op=torch.distributed.ReduceOp.MAX, group=ps.get_data_parallel_group())
+        return mbs + [packing.empty_microbatch() for _ in range(int(n) - len(mbs))]
 
     # ---- the run's hooks ----------------------------------------------------------------------------------
     def close(self):

@@ -10,8 +10,9 @@ this process; vLLM runs in its own process (model/vllm_engine.EngineProcess), bo
 tokens per sample (ignore EOS). Sync: Megatron model loaded from <in>/mcore -> rl/sync.py (HF safetensors
 in /dev/shm + in-place reload), timed --sync-reps times. With --data and --staleness-steps N: the RL step
 time of the recipe at rollout.max_staleness 0 (lockstep) and 1 (step s+1's rollouts generated beside step s's
-update), two runs of rl.01_train of N steps each from --in, one after the other; the first step of each (no
-batch collected ahead yet) is left out of the medians. Absolute numbers depend on the machine's load: compare
+update), and lockstep with the update on packed trajectories (algo.pack: positions trained, update seconds, the
+loss difference), three runs of rl.01_train of N steps each from --in, one after the other; the first step of
+each (no batch collected ahead yet) is left out of the medians. Absolute numbers depend on the machine's load: compare
 the ratios, measured back to back.
 """
 from __future__ import annotations
@@ -72,37 +73,50 @@ def memcpy_seconds(tensors: list, reps: int) -> float:
     return statistics.median(times[1:])
 
 
-def staleness_runs(a) -> dict:
-    """Median RL step seconds (and their split) at max_staleness 0 and 1, one run each, same seeds and steps."""
+def step_runs(a) -> dict:
+    """Median RL step seconds (and their split) of the recipe in three runs of the same seeds and steps, one after
+    the other: lockstep (max_staleness 0; the baseline of both comparisons), max_staleness 1, and lockstep with
+    the update on packed trajectories (algo.pack)."""
     import os
     import subprocess
     import tempfile
 
-    runs = {}
     from model.parallel import single_process_env
 
+    arms = {"k0": ["rollout.max_staleness=0"], "k1": ["rollout.max_staleness=1"],
+            "packed": ["rollout.max_staleness=0", "algo.pack=true"]}
     env = single_process_env()  # a run of its own: not this process's (destroyed) process group and its port
-    with tempfile.TemporaryDirectory(prefix="bench_rl_async_") as tmp:
-        for k in (0, 1):
-            out = Path(tmp) / f"k{k}"
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="bench_rl_steps_") as tmp:
+        for name, extra in arms.items():
+            out = Path(tmp) / name
             sets = [f"train.steps={a.staleness_steps}", "eval.at_start=false", "eval.samples=0", "eval.per_domain=1",
-                    f"train.save_every={a.staleness_steps}", f"rollout.max_staleness={k}"]
+                    f"train.save_every={a.staleness_steps}", *extra]
             cmd = [sys.executable, "-m", "rl.01_train", "--in", str(a.inp), "--data", str(a.data), "--out", str(out),
                    "--results", str(out) + ".results", "--recipe", a.recipe, *[x for s in sets for x in ("--set", s)]]
             load0 = os.getloadavg()
             r = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if r.returncode:
-                raise RuntimeError(f"staleness run k={k} failed:\n{r.stderr[-3000:]}")
+                raise RuntimeError(f"bench run {name} ({' '.join(extra)}) failed:\n{r.stderr[-3000:]}")
             ms = [json.loads(x) for x in (Path(str(out) + ".results") / "metrics.jsonl").read_text().splitlines()]
-            steady = ms[1:]
-            runs[f"k{k}"] = {key: statistics.median(m[key] for m in steady)
-                             for key in ("step_s", "rollout_s", "reward_s", "update_s", "sync_s")}
-            runs[f"k{k}"].update(steps=len(ms), timed_steps=len(steady), load_average_start=load0,
-                                 load_average_end=os.getloadavg(),
-                                 weight_versions=[m.get("weight_version") for m in ms])
-    runs["ratio_step_s_k1_over_k0"] = runs["k1"]["step_s"] / runs["k0"]["step_s"]
-    runs["baseline"] = "the same recipe at rollout.max_staleness 0 (lockstep), run just before"
-    return runs
+            steady = ms[1:]  # k1's first step has no batch collected ahead yet
+            runs[name] = {key: statistics.median(m[key] for m in steady)
+                          for key in ("step_s", "rollout_s", "reward_s", "update_s", "sync_s", "positions",
+                                      "mismatch_abs")}
+            runs[name].update(steps=len(ms), timed_steps=len(steady), load_average_start=load0,
+                              load_average_end=os.getloadavg(), sets=extra,
+                              weight_versions=[m.get("weight_version") for m in ms],
+                              rewards=[m["reward"] for m in ms], losses=[m["loss"] for m in ms])
+    k0, k1, packed = runs["k0"], runs["k1"], runs["packed"]
+    return {"staleness": {"k0": k0, "k1": k1, "ratio_step_s_k1_over_k0": k1["step_s"] / k0["step_s"],
+                          "baseline": "the same recipe at rollout.max_staleness 0 (lockstep), run just before"},
+            "packing": {"unpacked": k0, "packed": packed,
+                        "ratio_update_s_packed_over_unpacked": packed["update_s"] / k0["update_s"],
+                        "ratio_positions_packed_over_unpacked": packed["positions"] / k0["positions"],
+                        "ratio_step_s_packed_over_unpacked": packed["step_s"] / k0["step_s"],
+                        "max_abs_loss_difference": max(abs(x - y) for x, y in zip(k0["losses"], packed["losses"])),
+                        "baseline": "the same recipe unpacked (micro batches cut after their last trained position; "
+                                    "the k0 run)"}}
 
 
 def main(argv=None) -> int:
@@ -112,10 +126,10 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=4, help="samples per prompt")
     ap.add_argument("--tokens", type=int, default=64, help="new tokens per sample")
     ap.add_argument("--sync-reps", type=int, default=3, help="timed weight syncs")
-    ap.add_argument("--data", type=Path, default=None, help="domains datasets for the staleness runs")
-    ap.add_argument("--recipe", default="tiny_cpu", help="rl recipe of the staleness runs")
+    ap.add_argument("--data", type=Path, default=None, help="domains datasets for the step runs")
+    ap.add_argument("--recipe", default="tiny_cpu", help="rl recipe of the step runs")
     ap.add_argument("--staleness-steps", type=int, default=0,
-                    help="steps of each staleness run (k = 0 and 1; 0 = skip, >= 3 to measure)")
+                    help="steps of each step run (k = 0, k = 1, packed; 0 = skip, >= 3 to measure)")
     a = ap.parse_args(argv)
     from model import manifest, results
 
@@ -196,7 +210,7 @@ def main(argv=None) -> int:
                                  "directory beside --out; memcpy_s: the trainer's parameters copied into preallocated "
                                  "tensors (median of reps)"},
         "step_split_median_s": split,
-        "staleness": staleness_runs(a) if a.staleness_steps else None,
+        **(step_runs(a) if a.staleness_steps else {"staleness": None, "packing": None}),
     }
     results.write(a.out, "bench.rl", numbers, measured=a.inp)
     print(json.dumps(numbers, indent=1))

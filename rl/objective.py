@@ -103,15 +103,19 @@ def empty_sample(seq_length: int, pad_id: int) -> dict:
 
 
 def engine_weights(old_lp: torch.Tensor, rollout_lp: torch.Tensor, mask: torch.Tensor, *, tis_cap: float,
-                   mis_low: float = 0.0, mis_high: float = 0.0, is_level: str = "token"
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   mis_low: float = 0.0, mis_high: float = 0.0, is_level: str = "token",
+                   doc_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(weight, capped, masked) per token: the engine/trainer importance correction (module docstring).
 
-    Tensors are [..., seq]: the last dimension is one trajectory (a trainer sample is one rollout), so the
-    sequence-level log weight is the masked sum over it. capped/masked are 0/1 floats per token."""
+    Tensors are [b, seq]: each row is one trajectory, or with `doc_ids` (packed rows, rl/packing.py) the
+    trajectories numbered there, so the sequence-level log weight is the masked sum over each trajectory.
+    capped/masked are 0/1 floats per token."""
     log_rho = (old_lp.detach() - rollout_lp) * mask
-    if is_level == "sequence":
+    if is_level == "sequence" and doc_ids is None:
         log_rho = log_rho.sum(-1, keepdim=True).expand_as(mask)
+    elif is_level == "sequence":
+        per_doc = torch.zeros(doc_ids.shape[0], int(doc_ids.max()) + 1, dtype=log_rho.dtype)
+        log_rho = per_doc.scatter_add_(1, doc_ids, log_rho).gather(1, doc_ids)
     rho = torch.exp(log_rho)
     masked = ((rho < mis_low) | (rho > mis_high)).float() if mis_high else torch.zeros_like(rho)
     capped = (rho > tis_cap).float() * (1 - masked) if tis_cap else torch.zeros_like(rho)
@@ -122,7 +126,8 @@ def engine_weights(old_lp: torch.Tensor, rollout_lp: torch.Tensor, mask: torch.T
 def token_loss(new_lp: torch.Tensor, old_lp: torch.Tensor, rollout_lp: torch.Tensor, adv: torch.Tensor,
                mask: torch.Tensor, *, clip_low: float, clip_high: float, tis_cap: float,
                ref_lp: torch.Tensor | None = None, kl_coef: float = 0.0, mis_low: float = 0.0,
-               mis_high: float = 0.0, is_level: str = "token") -> tuple[torch.Tensor, dict]:
+               mis_high: float = 0.0, is_level: str = "token", doc_ids: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, dict]:
     """Summed (not averaged) masked loss and summed statistics; the caller divides by the global token count."""
     mask = mask.float()
     log_ratio = new_lp - old_lp.detach()
@@ -130,7 +135,7 @@ def token_loss(new_lp: torch.Tensor, old_lp: torch.Tensor, rollout_lp: torch.Ten
     clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     surr = torch.minimum(ratio * adv, clipped * adv)
     w, capped, masked = engine_weights(old_lp, rollout_lp, mask, tis_cap=tis_cap, mis_low=mis_low,
-                                       mis_high=mis_high, is_level=is_level)
+                                       mis_high=mis_high, is_level=is_level, doc_ids=doc_ids)
     per_tok = -w * surr
     stats = {}
     if ref_lp is not None and kl_coef:

@@ -30,7 +30,7 @@ def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: floa
 
 def _collect_fwd(temperature: float, data_iterator, model):
     b = next(data_iterator)
-    logits = model(b["tokens"], b["position_ids"], None)
+    logits = model(b["tokens"], b["position_ids"], b.get("attention_mask"))  # a mask: packed rows (rl/packing.py)
 
     def fn(output):
         return torch.zeros((), requires_grad=False), {"logprobs": token_logprobs(output, b["labels"], temperature).detach()}
@@ -39,7 +39,7 @@ def _collect_fwd(temperature: float, data_iterator, model):
 
 def _train_fwd(cfg, scale: float, data_iterator, model):
     b = next(data_iterator)
-    logits = model(b["tokens"], b["position_ids"], None)
+    logits = model(b["tokens"], b["position_ids"], b.get("attention_mask"))
 
     def fn(output):
         new = token_logprobs(output, b["labels"], cfg.temperature)
@@ -47,7 +47,7 @@ def _train_fwd(cfg, scale: float, data_iterator, model):
         loss_sum, st = objective.token_loss(
             new, old, b["rollout_logprobs"], b["advantages"], b["loss_mask"], clip_low=cfg.clip_low,
             clip_high=cfg.clip_high, tis_cap=cfg.tis_cap, ref_lp=b.get("ref_logprobs"), kl_coef=cfg.kl_coef,
-            mis_low=cfg.mis_low, mis_high=cfg.mis_high, is_level=cfg.is_level)
+            mis_low=cfg.mis_low, mis_high=cfg.mis_high, is_level=cfg.is_level, doc_ids=b.get("doc_ids"))
         st["loss_sum"] = loss_sum.detach()
         return loss_sum * scale, {k: v.detach().float() for k, v in st.items()}
     return logits, fn

@@ -25,8 +25,8 @@ $(RL_EXPERIMENTS:%=$(RESULTS)/rl/experiments/%.json): $(RESULTS)/rl/experiments/
 
 rl-experiments: rl-scaling rl-sched-ablation ## both RL experiments -> results/rl/experiments/
 
-BENCH_RL_STEPS ?= 6## steps of each of bench-rl's two staleness runs (max_staleness 0 and 1; 0 = skip them)
-bench-rl: setup | $(call after,sft rl) ## vLLM vs transformers rollout tok/s, weight-sync s vs bytes, RL step split, step time at staleness 0 vs 1 -> results/bench/rl.json
+BENCH_RL_STEPS ?= 6## steps of each of bench-rl's three step runs (max_staleness 0 and 1, packed; 0 = skip them)
+bench-rl: setup | $(call after,sft rl) ## vLLM vs transformers rollout tok/s, weight-sync s vs bytes, RL step split, step time at staleness 0 vs 1 and packed -> results/bench/rl.json
 	$(PRELOAD)$(PY) -m rl.bench_rl --in $(CKPT)/sft --out $(RESULTS)/bench/rl.json --metrics $(RESULTS)/rl/metrics.jsonl \
 		--data $(DATA)/domains --recipe $(RECIPE) --staleness-steps $(BENCH_RL_STEPS)
 

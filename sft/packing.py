@@ -8,9 +8,8 @@ document computes exactly what it computes alone (tests/test_packing.py checks t
 """
 from __future__ import annotations
 
-import torch
-
 from domains import chat
+from model.masks import doc_causal_mask as attention_mask  # noqa: F401 - the packs' mask, shared with RL
 
 
 def tokenize_conversation(tok, messages: list[dict]) -> tuple[list[int], list[int]]:
@@ -61,12 +60,3 @@ def pack(examples: list[dict], length: int, pad_id: int) -> tuple[list[dict], di
     stats = {"packs": len(packs), "dropped_too_long": dropped,
              "packing_efficiency": real / max(1, len(packs) * length)}
     return packs, stats
-
-
-def attention_mask(doc_ids: torch.Tensor) -> torch.Tensor:
-    """[s] or [b, s] document ids -> [b, 1, s, s] bool, True where attention is NOT allowed."""
-    d = doc_ids if doc_ids.dim() == 2 else doc_ids.unsqueeze(0)
-    s = d.shape[-1]
-    same = d.unsqueeze(-1) == d.unsqueeze(-2)
-    causal = torch.ones(s, s, dtype=torch.bool).tril()
-    return ~(same & causal).unsqueeze(1)

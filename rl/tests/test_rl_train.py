@@ -114,6 +114,18 @@ def test_two_processes_run_two_engines_and_resume_twice(two_engines):
     assert "resumed from" in stdout and "step_000002" in stdout  # the last of the two kills
 
 
+@pytest.mark.slow
+def test_a_packed_update_trains_the_same_tokens_on_fewer_positions(full, chain, tmp_path):
+    out = tmp_path / "rl"
+    r = run(cmd(chain, out, "algo.pack=true", "train.steps=2", "eval.at_start=false", "eval.samples=0"), timeout=1200)
+    assert r.returncode == 0, r.stderr[-4000:]
+    ref, got = metrics(full[0])[:2], metrics(out)
+    assert [m["action_tokens"] for m in got] == [m["action_tokens"] for m in ref]  # the same rollouts, all trained
+    assert sum(m["positions"] for m in got) < sum(m["positions"] for m in ref)
+    for m in got:  # packed rows attend within each trajectory: the trainer's logprobs are still the engine's
+        assert not m["action_tokens"] or m["mismatch_abs"] < 1e-5
+
+
 def test_bad_batch_geometry_is_refused_before_work(chain, tmp_path):
     r = run(cmd(chain, tmp_path / "rl", "parallel.global_batch_size=4"), timeout=600)
     assert r.returncode == 2

@@ -1,0 +1,74 @@
+"""Sequence packing for the RL update (`algo.pack`, pipeline-parallel size 1): a DP rank's trajectories are packed
+into rows of train.seq_length, each attending only within its own trajectory (model/masks.doc_causal_mask), so the
+update computes no pad positions beyond each micro batch's longest row.
+
+A trajectory keeps its positions up to its last trained token (later positions have loss_mask 0 and, attention
+being causal, change nothing before them); one with no trained token (a dynamic-sampling filler, an excluded
+rollout) is left out: it adds nothing to the loss or to any statistic. Rows are filled first-fit decreasing
+(longest first, ties by index: deterministic), micro batches hold `micro_batch_size` rows each (the last may hold
+fewer) and are cut to their longest row rounded up to `multiple`. Positions in a row run on across its
+trajectories: RoPE scores depend only on the distance between two tokens of the same trajectory, as in SFT's
+packs. Each micro batch carries `doc_ids` (1.. per trajectory, 0 for padding) for the sequence-level importance
+weight, which is then one product per trajectory, not per row.
+"""
+from __future__ import annotations
+
+import torch
+
+from model.masks import doc_causal_mask
+
+FIELDS = ("tokens", "labels", "loss_mask", "advantages", "rollout_logprobs")
+
+
+def trained_length(sample: dict) -> int:
+    """Positions up to and including the last trained one (0: nothing trained)."""
+    used = sample["loss_mask"].nonzero()
+    return int(used[-1]) + 1 if len(used) else 0
+
+
+def first_fit(lengths: list[int], capacity: int) -> list[list[int]]:
+    """Indices of `lengths` grouped into rows of at most `capacity`, first-fit decreasing; zero lengths left out."""
+    rows: list[list[int]] = []
+    free: list[int] = []
+    for i in sorted((i for i, n in enumerate(lengths) if n), key=lambda i: (-lengths[i], i)):
+        for r, f in enumerate(free):
+            if f >= lengths[i]:
+                rows[r].append(i)
+                free[r] -= lengths[i]
+                break
+        else:
+            rows.append([i])
+            free.append(capacity - lengths[i])
+    return rows
+
+
+def pack(samples: list[dict], seq_length: int, micro_batch_size: int, multiple: int = 16,
+         fields: tuple[str, ...] = FIELDS) -> list[dict]:
+    """One DP rank's samples (rl/objective.build_samples) -> its packed micro batches (possibly none), with the
+    per-position `fields` of the samples."""
+    lengths = [min(trained_length(s), seq_length) for s in samples]
+    rows = []
+    for idx in first_fit(lengths, seq_length):
+        row = {k: torch.cat([samples[i][k][:lengths[i]] for i in idx]) for k in fields}
+        row["doc_ids"] = torch.cat([torch.full((lengths[i],), d + 1) for d, i in enumerate(idx)])
+        rows.append(row)
+    return [_stack(rows[a:a + micro_batch_size], seq_length, multiple) for a in range(0, len(rows), micro_batch_size)]
+
+
+def empty_microbatch(multiple: int = 16) -> dict:
+    """A micro batch that trains nothing: what a DP rank with fewer rows runs so that every rank runs as many
+    forward passes (expert-parallel all-to-alls and DDP's reduction take every rank)."""
+    return _stack([{k: torch.zeros(0) for k in (*FIELDS, "doc_ids")}], multiple, multiple)
+
+
+def _stack(rows: list[dict], seq_length: int, multiple: int) -> dict:
+    width = min(seq_length, max(multiple, -(-max(len(r["tokens"]) for r in rows) // multiple) * multiple))
+    out = {}
+    for k in rows[0]:
+        t = torch.zeros(len(rows), width, dtype=torch.long if k in ("tokens", "labels", "doc_ids") else torch.float32)
+        for j, r in enumerate(rows):
+            t[j, :len(r[k])] = r[k]
+        out[k] = t
+    out["position_ids"] = torch.arange(width).expand(len(rows), width).contiguous()
+    out["attention_mask"] = doc_causal_mask(out["doc_ids"])
+    return out
