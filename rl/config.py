@@ -49,7 +49,7 @@ class AlgoConfig:
     mis_high: float = 0.0  # masked IS: ... or above this; 0 = off (rl/objective.py)
     is_level: str = "token"  # token | sequence: weigh each token, or each trajectory by its product of ratios
     minibatches: int = 1  # optimizer steps per rollout batch (>1 = off-policy minibatches, clipping active)
-    pack: bool = False  # update on trajectories packed into rows of train.seq_length (rl/packing.py; PP=1 only)
+    pack: bool = False  # update on trajectories packed into rows (rl/packing.py; PP=1; a dense s x s mask per row)
 
 
 @dataclass

@@ -4,9 +4,10 @@ update computes no pad positions beyond each micro batch's longest row.
 
 A trajectory keeps its positions up to its last trained token (later positions have loss_mask 0 and, attention
 being causal, change nothing before them); one with no trained token (a dynamic-sampling filler, an excluded
-rollout) is left out: it adds nothing to the loss or to any statistic. Rows are filled first-fit decreasing
-(longest first, ties by index: deterministic), micro batches hold `micro_batch_size` rows each (the last may hold
-fewer) and are cut to their longest row rounded up to `multiple`. Positions in a row run on across its
+rollout) is left out: it adds nothing to the loss or to any statistic. The rows are as few as the tokens allow
+and evenly filled (balanced_rows), micro batches hold `micro_batch_size` rows each (the last may hold fewer) and
+are cut to their fullest row rounded up to `multiple`: the positions trained are about the tokens trained, in
+fewer forward passes than one micro batch per group. Positions in a row run on across its
 trajectories: RoPE scores depend only on the distance between two tokens of the same trajectory, as in SFT's
 packs. Each micro batch carries `doc_ids` (1.. per trajectory, 0 for padding) for the sequence-level importance
 weight, which is then one product per trajectory, not per row.
@@ -26,20 +27,22 @@ def trained_length(sample: dict) -> int:
     return int(used[-1]) + 1 if len(used) else 0
 
 
-def first_fit(lengths: list[int], capacity: int) -> list[list[int]]:
-    """Indices of `lengths` grouped into rows of at most `capacity`, first-fit decreasing; zero lengths left out."""
-    rows: list[list[int]] = []
-    free: list[int] = []
-    for i in sorted((i for i, n in enumerate(lengths) if n), key=lambda i: (-lengths[i], i)):
-        for r, f in enumerate(free):
-            if f >= lengths[i]:
-                rows[r].append(i)
-                free[r] -= lengths[i]
-                break
-        else:
-            rows.append([i])
-            free.append(capacity - lengths[i])
-    return rows
+def balanced_rows(lengths: list[int], capacity: int) -> list[list[int]]:
+    """Indices of `lengths` in as few rows of at most `capacity` as their total allows, filled evenly: longest
+    first, each to the least-filled row (ties by index: deterministic), one more row while any overflows. Even
+    rows matter because a micro batch is as wide as its fullest row. Zero lengths are left out."""
+    todo = sorted((i for i, n in enumerate(lengths) if n), key=lambda i: (-lengths[i], i))
+    n_rows = max(1, -(-sum(lengths) // capacity))
+    while True:
+        rows: list[list[int]] = [[] for _ in range(n_rows)]
+        fill = [0] * n_rows
+        for i in todo:
+            r = min(range(n_rows), key=lambda r: (fill[r], r))
+            rows[r].append(i)
+            fill[r] += lengths[i]
+        if max(fill) <= capacity:
+            return [r for r in rows if r]
+        n_rows += 1
 
 
 def pack(samples: list[dict], seq_length: int, micro_batch_size: int, multiple: int = 16,
@@ -48,7 +51,7 @@ def pack(samples: list[dict], seq_length: int, micro_batch_size: int, multiple: 
     per-position `fields` of the samples."""
     lengths = [min(trained_length(s), seq_length) for s in samples]
     rows = []
-    for idx in first_fit(lengths, seq_length):
+    for idx in balanced_rows(lengths, seq_length):
         row = {k: torch.cat([samples[i][k][:lengths[i]] for i in idx]) for k in fields}
         row["doc_ids"] = torch.cat([torch.full((lengths[i],), d + 1) for d, i in enumerate(idx)])
         rows.append(row)

@@ -17,12 +17,15 @@ def _sample(n_prompt: int, n_action: int, adv: float, seq: int = 64, seed: int =
             "rollout_logprobs": -torch.rand(seq, generator=g) * mask, "position_ids": torch.arange(seq)}
 
 
-def test_first_fit_places_every_trajectory_once_within_capacity():
+def test_rows_hold_every_trajectory_once_within_capacity_and_evenly():
     lengths = [30, 0, 12, 50, 7, 33, 20, 0, 64]
-    rows = packing.first_fit(lengths, 64)
+    rows = packing.balanced_rows(lengths, 64)
     assert sorted(i for r in rows for i in r) == [i for i, n in enumerate(lengths) if n]
-    assert all(sum(lengths[i] for i in r) <= 64 for r in rows)
-    assert rows == packing.first_fit(lengths, 64) and len(rows) == 4  # deterministic; 216 tokens in 4 rows of 64
+    fills = [sum(lengths[i] for i in r) for r in rows]
+    assert max(fills) <= 64 and rows == packing.balanced_rows(lengths, 64)  # within capacity; deterministic
+    assert len(rows) == 4 and max(fills) - min(fills) <= 64 // 2  # 216 tokens: 4 rows, none nearly empty
+    assert [len(r) for r in packing.balanced_rows([10] * 12, 64)] == [6, 6]  # 120 tokens: 2 rows of 60
+    assert len(packing.balanced_rows([40, 40, 40], 64)) == 3  # 120 tokens, but 2 rows would overflow
 
 
 def test_packed_rows_keep_every_trained_token_and_drop_untrained_samples():
