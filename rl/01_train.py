@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         cfg = RLConfig.from_dict(rc.cfg)
         ws = int(os.environ.get("WORLD_SIZE", "1"))
         cfg.check_batch(rc.parallel.global_batch_size, rc.parallel.micro_batch_size,
-                        rc.parallel.data_parallel_size(ws), ws)
+                        rc.parallel.data_parallel_size(ws), ws, rc.parallel.pp)
         per_node = int(os.environ.get("LOCAL_WORLD_SIZE", ws))
         if torch.cuda.is_available() and cfg.rollout.engines == "spread" and cfg.rollout.tensor_parallel_size > per_node:
             raise ConfigError(f"rollout.tensor_parallel_size={cfg.rollout.tensor_parallel_size} > {per_node} GPUs per "
@@ -315,7 +315,7 @@ class Trainer(Hooks):
         # minibatch j is "global step 0" of its own sample list: microbatches() splits it over DP ranks
         minis = [train.microbatches(lambda i, j=j: samples[j * per + i], 0, par) for j in range(k)]
         untrimmed = sum(b["tokens"].numel() for mbs in minis for b in mbs)
-        if par.pp == 1 and self.cfg.algo.pack:  # this rank's share of each minibatch, packed into rows
+        if self.cfg.algo.pack:  # this rank's share of each minibatch, packed into rows (PP=1: check_batch)
             minis = [self._packed(samples[j * per:(j + 1) * per]) for j in range(k)]
         elif par.pp == 1:  # no stage-to-stage shapes to keep: each micro batch only as long as its trained part
             from rl.objective import trim_microbatch

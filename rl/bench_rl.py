@@ -75,16 +75,16 @@ def memcpy_seconds(tensors: list, reps: int) -> float:
 
 def step_runs(a) -> dict:
     """Median RL step seconds (and their split) of the recipe in three runs of the same seeds and steps, one after
-    the other: lockstep (max_staleness 0; the baseline of both comparisons), max_staleness 1, and lockstep with
-    the update on packed trajectories (algo.pack)."""
+    the other: lockstep unpacked (max_staleness 0, algo.pack false; the baseline of both comparisons),
+    max_staleness 1 unpacked, and lockstep with the update on packed trajectories."""
     import os
     import subprocess
     import tempfile
 
     from model.parallel import single_process_env
 
-    arms = {"k0": ["rollout.max_staleness=0"], "k1": ["rollout.max_staleness=1"],
-            "packed": ["rollout.max_staleness=0", "algo.pack=true"]}
+    arms = {"k0": ["rollout.max_staleness=0", "algo.pack=false"], "k1": ["rollout.max_staleness=1", "algo.pack=false"],
+            "packed": ["rollout.max_staleness=0", "algo.pack=true"]}  # whatever the recipe says of either
     env = single_process_env()  # a run of its own: not this process's (destroyed) process group and its port
     runs = {}
     with tempfile.TemporaryDirectory(prefix="bench_rl_steps_") as tmp:
@@ -109,7 +109,7 @@ def step_runs(a) -> dict:
                               rewards=[m["reward"] for m in ms], losses=[m["loss"] for m in ms])
     k0, k1, packed = runs["k0"], runs["k1"], runs["packed"]
     return {"staleness": {"k0": k0, "k1": k1, "ratio_step_s_k1_over_k0": k1["step_s"] / k0["step_s"],
-                          "baseline": "the same recipe at rollout.max_staleness 0 (lockstep), run just before"},
+                          "baseline": "the same recipe at rollout.max_staleness 0 (lockstep), unpacked, run just before"},
             "packing": {"unpacked": k0, "packed": packed,
                         "ratio_update_s_packed_over_unpacked": packed["update_s"] / k0["update_s"],
                         "ratio_positions_packed_over_unpacked": packed["positions"] / k0["positions"],

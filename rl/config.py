@@ -161,9 +161,13 @@ class RLConfig:
             raise ConfigError(f"sched.window={s.window} < sched.min_samples={s.min_samples}: the window could "
                               "never hold enough outcomes to move the curriculum")
 
-    def check_batch(self, global_batch_size: int, micro_batch_size: int, dp: int, world: int = 1) -> None:
+    def check_batch(self, global_batch_size: int, micro_batch_size: int, dp: int, world: int = 1, pp: int = 1
+                    ) -> None:
         """One trajectory per trainer sample: the parallel section must hold exactly one minibatch of them; spread
-        engines take whole groups of consecutive ranks."""
+        engines take whole groups of consecutive ranks; packed rows vary in shape, which pipeline stages cannot."""
+        if self.algo.pack and pp > 1:
+            raise ConfigError(f"algo.pack=true needs parallel.pp=1 (pp={pp}: pipeline stages exchange fixed shapes): "
+                              "set algo.pack=false")
         tp = self.rollout.tensor_parallel_size
         if self.rollout.engines == "spread" and world % tp:
             raise ConfigError(f"world size {world} is not a multiple of rollout.tensor_parallel_size={tp}: every "

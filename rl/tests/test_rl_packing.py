@@ -2,9 +2,12 @@
 the sequence-level importance weight stays one per trajectory."""
 from __future__ import annotations
 
+import pytest
 import torch
 
+from model.config import ConfigError
 from rl import objective, packing
+from rl.config import RLConfig
 
 
 def _sample(n_prompt: int, n_action: int, adv: float, seq: int = 64, seed: int = 0) -> dict:
@@ -74,3 +77,9 @@ def test_sequence_weights_are_one_per_trajectory_in_a_packed_row():
 def test_an_empty_micro_batch_trains_nothing():
     b = packing.empty_microbatch()
     assert b["loss_mask"].sum() == 0 and b["tokens"].shape == (1, 16) and b["attention_mask"].shape == (1, 1, 16, 16)
+
+
+def test_packing_with_pipeline_stages_is_refused():
+    cfg = RLConfig.from_dict({"rollout": {"groups_per_step": 2, "samples_per_prompt": 4}, "algo": {"pack": True}})
+    with pytest.raises(ConfigError, match="algo.pack=true needs parallel.pp=1"):
+        cfg.check_batch(8, 1, 1, 2, pp=2)
