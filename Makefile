@@ -59,7 +59,7 @@ $(SETUP_STAMP):
 	rm -f .venv/.setup-* && touch $@
 
 test: setup ## run the test suite (what CI runs)
-	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup ## the suite without tests marked slow
 	$(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS)
