@@ -272,22 +272,30 @@ def engine_omp_env(env) -> dict:
     return {"OMP_WAIT_POLICY": env.pop("OMP_WAIT_POLICY")} if env.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE" else {}
 
 
+def engine_env(env: dict, devices: list[int] | None = None) -> dict:
+    """The environment of an engine process started from a process with `env`: outside the trainer's
+    torch.distributed world, without passive OpenMP waiting, and on `devices` (the GPUs as the parent numbers them,
+    so a parent limited by CUDA_VISIBLE_DEVICES maps them through it)."""
+    from model.parallel import single_process_env
+
+    out = single_process_env(env)
+    engine_omp_env(out)
+    if devices is not None:
+        vis = env.get("CUDA_VISIBLE_DEVICES")
+        names = vis.split(",") if vis else [str(i) for i in range(max(devices) + 1)]
+        out["CUDA_VISIBLE_DEVICES"] = ",".join(names[d] for d in devices)
+    return out
+
+
 class EngineProcess:
     """Engine(hf_dir, **kw) in a spawned process; its methods in CALLS are forwarded over a pipe."""
 
     def __init__(self, hf_dir: Path, *, timeout_s: float = 600, devices: list[int] | None = None, **kw):
         """`devices`: the GPUs the engine runs on, as this process numbers them (default: from the first)."""
-        from model.parallel import single_process_env
-
         ctx = mp.get_context("spawn")  # a clean interpreter: no inherited torch/gloo/Megatron state
         self._conn, child = ctx.Pipe()
         saved = dict(os.environ)
-        child_env = single_process_env()  # the child must not join the trainer's torch.distributed world
-        engine_omp_env(child_env)
-        if devices is not None:
-            vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-            names = vis.split(",") if vis else [str(i) for i in range(max(devices) + 1)]
-            child_env["CUDA_VISIBLE_DEVICES"] = ",".join(names[d] for d in devices)
+        child_env = engine_env(saved, devices)
         changed = {k for k in saved.keys() | child_env.keys() if saved.get(k) != child_env.get(k)}
         try:  # a spawned child takes os.environ as it is at start()
             for k in changed:

@@ -74,9 +74,9 @@ def validate(cfg: dict) -> dict:
 
 def run(cmd: list[str]) -> str:
     """A step in its own process (vLLM and torch.distributed change the process they run in)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(k, None)
+    from model.parallel import single_process_env
+
+    env = dict(single_process_env(), PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"step failed (exit {r.returncode}): {' '.join(cmd)}")
