@@ -7,7 +7,6 @@ pass rates get a target whose pass counts are not 0 on both sides (0 vs 0 makes 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -19,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(args: list[str], **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(k, None)
+    from model.parallel import single_process_env
+
+    env = dict(single_process_env(), PYTHONPATH=str(ROOT))
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, **kw)
 
 

@@ -114,9 +114,9 @@ def launch_venv() -> Path:
 
 
 def launch(venv: Path, tmp: Path, args: list[str], **env) -> subprocess.CompletedProcess:
-    e = dict(os.environ, PYTHONPATH=str(ROOT), NEMORUN_HOME=str(tmp / "nemorun"), **env)
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        e.pop(k, None)
+    from model.parallel import single_process_env
+
+    e = dict(single_process_env(), PYTHONPATH=str(ROOT), NEMORUN_HOME=str(tmp / "nemorun"), **env)
     return subprocess.run([str(venv), "-m", "launch", *args], cwd=ROOT, env=e, capture_output=True, text=True,
                           timeout=600)
 

@@ -17,10 +17,9 @@ PLUGINS = "rl.tests.toy_domains"
 
 
 def env(**extra: str) -> dict:
-    e = dict(os.environ, PYTHONPATH=str(ROOT), DOMAINS_PLUGINS=PLUGINS, **extra)
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        e.pop(k, None)
-    return e
+    from model.parallel import single_process_env
+
+    return dict(single_process_env(), PYTHONPATH=str(ROOT), DOMAINS_PLUGINS=PLUGINS, **extra)
 
 
 def run(args: list[str], extra_env: dict | None = None, **kw) -> subprocess.CompletedProcess:
