@@ -181,11 +181,11 @@ def rollout_plan(cfg: dict, r: dict) -> dict:
     kv_token = 2 * m.num_layers * kv_heads * m.head_dim * b  # bytes per token on one engine GPU
     budget = float(ro.get("gpu_memory_utilization", 0.9)) * gpu["memory_gib"]
     kv = budget - weights
-    world = r["recipe_layout"]["world_size"]
-    if ro.get("engines", "spread") == "spread" and world % tp:
+    world, mode = r["recipe_layout"]["world_size"], ro.get("engines", "spread")
+    if mode == "spread" and world % tp:
         raise ConfigError(f"world size {world} is not a multiple of rollout.tensor_parallel_size={tp}: every engine "
                           "takes that many consecutive ranks (or set rollout.engines: one)")
-    engines = 1 if ro.get("engines", "spread") == "one" else world // tp
+    engines = 1 if mode == "one" else world // tp
     in_flight = -(-int(ro.get("groups_per_step", 4)) // engines) * int(ro.get("samples_per_prompt", 4))
     concurrent = int(kv * GiB // (seq * kv_token)) if kv > 0 else 0
     overlap = int(ro.get("max_staleness", 0)) > 0 and bool(ro.get("overlap", True))

@@ -98,16 +98,20 @@ def _forward_step(data_iterator, model):
     return out, partial(_loss_func, b["loss_mask"])
 
 
-def microbatches(sample: Callable[[int], dict], step: int, par: ParallelConfig) -> list[dict]:
-    """This DP rank's micro batches of global step `step`."""
+def dp_share(batch_size: int) -> range:
+    """This DP rank's sample indices of a batch of `batch_size` (contiguous, equal shares)."""
     from megatron.core import parallel_state as ps
 
-    dp, dpr = ps.get_data_parallel_world_size(), ps.get_data_parallel_rank()
-    per_rank = par.global_batch_size // dp
-    start = step * par.global_batch_size + dpr * per_rank
+    per_rank = batch_size // ps.get_data_parallel_world_size()
+    return range(ps.get_data_parallel_rank() * per_rank, (ps.get_data_parallel_rank() + 1) * per_rank)
+
+
+def microbatches(sample: Callable[[int], dict], step: int, par: ParallelConfig) -> list[dict]:
+    """This DP rank's micro batches of global step `step`."""
+    mine = dp_share(par.global_batch_size)
     out = []
-    for j in range(0, per_rank, par.micro_batch_size):
-        items = [sample(start + j + k) for k in range(par.micro_batch_size)]
+    for j in range(0, len(mine), par.micro_batch_size):
+        items = [sample(step * par.global_batch_size + mine[j + k]) for k in range(par.micro_batch_size)]
         out.append({k: torch.stack([it[k] for it in items]) for k in items[0]})
     return out
 

@@ -89,15 +89,13 @@ class Engine:
         if seeds is not None and len(seeds) != len(prompts):
             raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         own = [seeds[i] if seeds is not None else None if seed is None else seed + k for k, i in enumerate(keep)]
-        if seeds is not None:
-            seed = 0  # seeded: waves below
         params = [SamplingParams(n=n, temperature=temperature, top_p=top_p, seed=own[k],
                                  max_tokens=max(1, min(max_tokens, self.max_model_len - len(ids[i]))),
                                  stop_token_ids=[] if ignore_eos else self.stop_ids, ignore_eos=ignore_eos,
                                  logprobs=0, detokenize=False)  # text: decoded below, the same for every caller
                   for k, i in enumerate(keep)]
         outs = []
-        for a, b in _waves([ids[i] for i in keep], n, seed, self._limits):
+        for a, b in _waves([ids[i] for i in keep], n, seed is not None or seeds is not None, self._limits):
             outs += self.llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in keep[a:b]], params[a:b],
                                       use_tqdm=False)
         result = [[Completion("", [], [], "prompt_too_long") for _ in range(n)] for _ in prompts]
@@ -178,13 +176,13 @@ class Engine:
         self.llm = None
 
 
-def _waves(prompts: list[list[int]], n: int, seed, limits: tuple[int, int]) -> list[tuple[int, int]]:
+def _waves(prompts: list[list[int]], n: int, seeded: bool, limits: tuple[int, int]) -> list[tuple[int, int]]:
     """[a, b) slices of the prompts, one engine call each. Seeded sampling on the CPU cannot survive a chunked
     prefill (vLLM rewinds the request's generator offset, which CPU generators do not have: "CPU Generator does
     not use offset"), and a request is chunked when it is admitted while the step's token budget is used up.
     So seeded calls go in waves whose every request is admitted in the first step: prompt tokens within
     max_num_batched_tokens and requests (x n) within max_num_seqs. Unseeded calls run whole."""
-    if seed is None or not prompts:
+    if not seeded or not prompts:
         return [(0, len(prompts))] if prompts else []
     budget, seqs = limits
     out, a, tok = [], 0, 0

@@ -312,15 +312,15 @@ class Trainer(Hooks):
         par, seq = self.rc.parallel, samples[0]["tokens"].shape[0]
         k = self.cfg.algo.minibatches
         per = len(samples) // k
-        # minibatch j is "global step 0" of its own sample list: microbatches() splits it over DP ranks
-        minis = [train.microbatches(lambda i, j=j: samples[j * per + i], 0, par) for j in range(k)]
-        untrimmed = sum(b["tokens"].numel() for mbs in minis for b in mbs)
+        untrimmed = len(train.dp_share(len(samples))) * seq  # this rank's samples, padded to the step's longest
         if self.cfg.algo.pack:  # this rank's share of each minibatch, packed into rows (PP=1: check_batch)
             minis = [self._packed(samples[j * per:(j + 1) * per]) for j in range(k)]
-        elif par.pp == 1:  # no stage-to-stage shapes to keep: each micro batch only as long as its trained part
-            from rl.objective import trim_microbatch
+        else:  # minibatch j is "global step 0" of its own sample list: microbatches() splits it over DP ranks
+            minis = [train.microbatches(lambda i, j=j: samples[j * per + i], 0, par) for j in range(k)]
+            if par.pp == 1:  # no stage-to-stage shapes to keep: each micro batch only as long as its trained part
+                from rl.objective import trim_microbatch
 
-            minis = [[trim_microbatch(b) for b in mbs] for mbs in minis]
+                minis = [[trim_microbatch(b) for b in mbs] for mbs in minis]
         for mbs in minis:
             if self.ref is not None:
                 for b, lp in zip(mbs, policy.logprobs(self.ref, mbs, seq, self.cfg.rollout.temperature) or []):
@@ -346,13 +346,13 @@ class Trainer(Hooks):
         """This DP rank's share of a minibatch as packed micro batches (rl/packing.py), as many on every DP rank."""
         from megatron.core import parallel_state as ps
 
+        from model import train
         from rl import packing
 
-        dp, share = ps.get_data_parallel_world_size(), len(mini) // ps.get_data_parallel_world_size()
-        mine = mini[ps.get_data_parallel_rank() * share:(ps.get_data_parallel_rank() + 1) * share]
-        mbs = packing.pack(mine, self.rc.train["seq_length"], self.rc.parallel.micro_batch_size)
+        mbs = packing.pack([mini[i] for i in train.dp_share(len(mini))], self.rc.train["seq_length"],
+                           self.rc.parallel.micro_batch_size)
         n = torch.tensor([max(len(mbs), 1)])
-        if dp > 1:
+        if ps.get_data_parallel_world_size() > 1:
             torch.distributed.all_reduce(n, op=torch.distributed.ReduceOp.MAX, group=ps.get_data_parallel_group())
         return mbs + [packing.empty_microbatch() for _ in range(int(n) - len(mbs))]
 

@@ -114,7 +114,7 @@ def engine_weights(old_lp: torch.Tensor, rollout_lp: torch.Tensor, mask: torch.T
     if is_level == "sequence" and doc_ids is None:
         log_rho = log_rho.sum(-1, keepdim=True).expand_as(mask)
     elif is_level == "sequence":
-        per_doc = torch.zeros(doc_ids.shape[0], int(doc_ids.max()) + 1, dtype=log_rho.dtype)
+        per_doc = torch.zeros(doc_ids.shape[0], int(doc_ids.max()) + 1, dtype=log_rho.dtype, device=log_rho.device)
         log_rho = per_doc.scatter_add_(1, doc_ids, log_rho).gather(1, doc_ids)
     rho = torch.exp(log_rho)
     masked = ((rho < mis_low) | (rho > mis_high)).float() if mis_high else torch.zeros_like(rho)

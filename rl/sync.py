@@ -128,9 +128,7 @@ def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path, in_memory: bool 
     engine, or with `in_memory` and `layout_ok` (memory_layout) each owner's tensors handed to its engine in
     shared memory. Timings (this rank's): export_s (the HF write, or gathering and copying into shared memory;
     the key results/reference/ holds), reload_s; bytes; sync_path."""
-    from model import parallel
-
-    if in_memory and (layout_ok or parallel.world_size() == 1):
+    if in_memory and layout_ok:
         t0 = time.perf_counter()
         if engine is not None:
             tensors = shared_hf_tensors(ddp, mcfg)

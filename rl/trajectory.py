@@ -27,7 +27,6 @@ from domains.core import Domain, Task
 from domains.rollout import rollout_lanes, stats
 
 
-
 def request_seed(seed: int, index: int, turn: int) -> int:
     """The sampling seed of one engine request: a function of the step's seed, the rollout's index in the step
     (group * n + sample) and its turn only, never of the engine, the call or the other requests that serve it

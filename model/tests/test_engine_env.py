@@ -15,7 +15,6 @@ def test_another_wait_policy_is_left_alone():
     assert engine_omp_env(env) == {} and env == {"OMP_WAIT_POLICY": "ACTIVE"}
 
 
-
 def test_an_engine_leaves_the_trainers_world_and_takes_its_ranks_gpus():
     parent = {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "3", "TORCHELASTIC_RUN_ID": "x", "PATH": "/bin",
               "CUDA_VISIBLE_DEVICES": "4,5,6,7"}

@@ -31,8 +31,8 @@ def torchrun(nproc: int, module: str, *args: str) -> list[str]:
             *args]
 
 
-def kill9_after_first_checkpoint(args: list[str], run_dir: Path, timeout_s: float = 900, *, at_step: int = 0,
-                                 rank: int | None = None, extra_env: dict | None = None) -> None:
+def kill9_at_checkpoint(args: list[str], run_dir: Path, timeout_s: float = 900, *, at_step: int = 0,
+                        rank: int | None = None, extra_env: dict | None = None) -> None:
     """Start an RL run and, as soon as a step checkpoint is published (with `at_step`: the checkpoint of that step),
     SIGKILL its whole process group, or with `rank` only the torchrun worker of that rank (the launcher then stops
     the others, as on a cluster when one node dies)."""

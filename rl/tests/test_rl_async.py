@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl.tests.conftest import kill9_after_first_checkpoint, run
+from rl.tests.conftest import kill9_at_checkpoint, run
 from rl.tests.test_rl_train import cmd, metrics
 
 ASYNC = ["train.steps=4", "eval.at_start=false", "eval.samples=0", "rollout.max_staleness=2"]
@@ -48,7 +48,7 @@ def test_kill9_resume_keeps_the_batches_collected_ahead_and_overlap_changes_noth
     timing of the collection changes what it collects."""
     out = tmp_path / "rl"
     args = cmd(chain, out, *ASYNC, "rollout.overlap=false")
-    kill9_after_first_checkpoint(args, tmp_path / "rl.run")
+    kill9_at_checkpoint(args, tmp_path / "rl.run")
     r = run(args, timeout=1200)
     assert r.returncode == 0, r.stderr[-4000:]
     assert "resumed from" in r.stdout

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from model import manifest
-from rl.tests.conftest import kill9_after_first_checkpoint, run, torchrun
+from rl.tests.conftest import kill9_at_checkpoint, run, torchrun
 
 SETS = ["train.steps=3", "train.save_every=1", "sched.families=[toy]", "reward.timeout_s=1", "train.seq_length=256",
         "eval.at_start=true", "eval.samples=2"]
@@ -83,8 +83,8 @@ def two_engines(chain, tmp_path_factory):
     out = d / "rl"
     args = torchrun(2, "rl.01_train", *cmd(chain, out, "parallel.ep=2")[3:])
     one = {"OMP_NUM_THREADS": "1"}
-    kill9_after_first_checkpoint(args, d / "rl.run", at_step=1, rank=1, extra_env=one)
-    kill9_after_first_checkpoint(args, d / "rl.run", at_step=2, rank=0, extra_env=one)
+    kill9_at_checkpoint(args, d / "rl.run", at_step=1, rank=1, extra_env=one)
+    kill9_at_checkpoint(args, d / "rl.run", at_step=2, rank=0, extra_env=one)
     assert not out.exists()
     r = run(args, extra_env=one, timeout=1200)
     assert r.returncode == 0, r.stderr[-4000:]
