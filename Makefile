@@ -39,7 +39,7 @@ LAUNCH = $(PRELOAD)$(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc
 # the stamp names a hash of the pinned dependencies only, so editing tool settings in pyproject.toml reinstalls nothing
 SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']).encode()))" 2>/dev/null)
 
-.PHONY: help setup test test-fast demo demo-real fast-real bench-fast-real reference-real base corpus tokenizer data check-domains import-base plan bench-train bench-sandbox serve-sandbox reproduce-check golden clean-checkpoints
+.PHONY: help setup test test-fast demo demo-real fast-real bench-fast-real reference-real base corpus tokenizer data check-domains import-base plan bench-train bench-peers peers-venv bench-sandbox serve-sandbox reproduce-check golden clean-checkpoints
 
 help: ## list targets and variables
 	@grep -hE '^[a-z][a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -131,6 +131,25 @@ BENCH_DTYPE ?= fp32## compute dtype of `make bench-train`: fp32 | bf16
 BENCH_TRAIN_OUT = $(RESULTS_ROOT)/bench/train$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE))$(if $(filter bf16,$(BENCH_DTYPE)),_bf16).json
 bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU, on RECIPE's model -> results/bench/train[_<recipe>].json
 	$(PY) -m pretrain_ckpt.bench_train --recipe $(RECIPE) --dtype $(BENCH_DTYPE) --out $(BENCH_TRAIN_OUT)
+
+# The peer library of `make bench-peers`, pinned, in an environment of its own (never the project's .venv): TRL with
+# the transformers/datasets/accelerate the project pins, over the same CPU torch
+PEERS_VENV := .venv-peers
+PEERS_PINS := trl==1.13.0 transformers==5.19.0 datasets==5.2.0 accelerate==1.16.0
+PEERS_STAMP := $(PEERS_VENV)/.setup-$(shell echo '$(PEERS_PINS)' | cksum | cut -d' ' -f1)
+peers-venv: $(PEERS_STAMP) ## create .venv-peers with TRL (pinned) for bench-peers
+$(PEERS_STAMP):
+	test -x $(PEERS_VENV)/bin/python || python3.11 -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install -q --no-compile torch==2.13.0  # the CPU wheel first, as in setup
+	$(PEERS_VENV)/bin/python -m pip install -q --no-compile $(PEERS_PINS)
+	$(PEERS_VENV)/bin/python -c "import trl, transformers; print('peers ok: trl', trl.__version__)"
+	rm -f $(PEERS_VENV)/.setup-* && touch $@
+
+BENCH_PEERS_STEPS ?= 24## optimizer steps per arm of bench-peers (the first 4 are left out)
+BENCH_PEERS_ROUNDS ?= 2## times each arm of bench-peers runs, in alternating order
+bench-peers: $(CKPT)/sft/manifest.json peers-venv ## SFT and GRPO vs TRL on the same model and data -> results/bench/peers.json
+	$(PRELOAD)$(PY) -m sft.bench_peers --base $(CKPT)/base --data $(DATA)/sft --recipe $(RECIPE) \
+		--steps $(BENCH_PEERS_STEPS) --rounds $(BENCH_PEERS_ROUNDS) --out $(RESULTS_ROOT)/bench/peers$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE)).json
 
 bench-sandbox: setup ## sandbox cold-start p50/p99 per tier vs a plain subprocess, tasks/s at 1-8 -> results/bench/sandbox.json
 	$(PY) -m sandbox.bench --out $(RESULTS)/bench/sandbox.json

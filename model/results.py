@@ -31,12 +31,16 @@ def machine() -> dict[str, Any]:
     return {"cores": os.cpu_count(), "cpu": cpu, "gpu": gpu, "python": platform.python_version()}
 
 
+def stamp() -> dict[str, Any]:
+    """When, at which commit and on what machine a result was measured."""
+    return {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": git_info()["commit"], "machine": machine()}
+
+
 def write(path: Path, name: str, numbers: dict, *, version: int = 1, measured: Path | None = None,
           extra: dict | None = None) -> dict:
     """Write a results file atomically; `measured` is the checkpoint directory whose manifest it describes."""
-    doc = {"schema": {"name": name, "version": version},
-           "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "git_commit": git_info()["commit"], "machine": machine(),
+    doc = {"schema": {"name": name, "version": version}, **stamp(),
            "measured": None if measured is None else {"path": str(measured), "manifest_sha256": manifest_hash(measured)},
            **(extra or {}), **numbers}
     path = Path(path)

@@ -36,11 +36,15 @@ class Packs:
             raise ConfigError("the SFT dataset has no packs: raise data.num_demos")
         self._perm: dict[int, np.ndarray] = {}
 
-    def __call__(self, i: int) -> dict:
+    def row(self, i: int) -> int:
+        """The dataset row of sample i (sft/bench_peers.py counts the real tokens of each step with it)."""
         epoch, j = divmod(i, self.n)
         if epoch not in self._perm:
             self._perm = {epoch: np.random.RandomState((self.seed + epoch) % 2**32).permutation(self.n)}
-        row = self.ds[int(self._perm[epoch][j])]
+        return int(self._perm[epoch][j])
+
+    def __call__(self, i: int) -> dict:
+        row = self.ds[self.row(i)]
         doc = torch.tensor(row["doc_ids"])
         return {"tokens": torch.tensor(row["input_ids"]), "labels": torch.tensor(row["labels"]),
                 "loss_mask": torch.tensor(row["loss_mask"], dtype=torch.float32),

@@ -1,0 +1,68 @@
+"""What the side-by-side benchmarks against a peer library share (sft/bench_peers.py, rl/bench_peers.py).
+
+Both arms run as whole processes, one after the other, and are timed the same way: this process timestamps each
+per-step line as it arrives on the child's stdout, so start-up, loading and warm-up steps stay out of the rate.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from model.config import ConfigError
+
+PEERS_VENV = Path(".venv-peers")  # `make peers-venv`: the peer libraries, pinned, never in the project's venv
+
+
+def peer_python(venv: Path) -> Path:
+    py = venv / "bin" / "python"
+    if not py.exists():
+        raise ConfigError(f"no peer environment at {venv}: run `make peers-venv` (installs TRL there, pinned)")
+    return py
+
+
+def timed_lines(cmd: list[str], *, env: dict | None = None, what: str = "run") -> list[tuple[float, str]]:
+    """Run cmd; return (perf_counter when it arrived, line) for each stdout line. A failure raises with the stderr
+    tail. The child must flush its lines (print(..., flush=True) or PYTHONUNBUFFERED)."""
+    env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
+    out: list[tuple[float, str]] = []
+    with tempfile.TemporaryFile(mode="w+") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        for line in p.stdout:
+            out.append((time.perf_counter(), line.rstrip("\n")))
+        if p.wait():
+            err.seek(0)
+            raise RuntimeError(f"{what} failed (exit {p.returncode}): {' '.join(cmd)}\n{err.read()[-3000:]}")
+    return out
+
+
+def steady(points: list[tuple[float, int, float]], warmup: int) -> dict:
+    """points: (time, step, amount done in that step). The rate over the steps after `warmup`: the amount of steps
+    warmup+1..last over the time from step warmup's line to the last one, and the median step time."""
+    pts = sorted(points, key=lambda p: p[1])
+    if len(pts) < warmup + 2:
+        raise RuntimeError(f"{len(pts)} step lines: need more than warmup {warmup} + 1")
+    t0 = pts[warmup - 1][0] if warmup else None
+    if t0 is None:
+        raise ValueError("warmup must be >= 1: the first step's start is not observed")
+    timed = pts[warmup:]
+    seconds = timed[-1][0] - t0
+    dts = [b[0] - a[0] for a, b in zip(pts[warmup - 1:], timed)]
+    amount = sum(p[2] for p in timed)
+    return {"steps": len(timed), "seconds": seconds, "amount": amount, "per_s": amount / seconds,
+            "step_s_median": statistics.median(dts), "step_s_all": [round(d, 4) for d in dts]}
+
+
+def write_section(path: Path, name: str, section: dict) -> None:
+    """Replace one section of a peers results file (sft, grpo), keeping the others: each carries its own time,
+    commit and machine, as the sections may come from different runs."""
+    import json
+
+    from model import results
+
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    kept = {k: v for k, v in doc.get("sections", {}).items() if k != name}
+    results.write(path, "bench.peers", {"sections": {**kept, name: {**results.stamp(), **section}}})

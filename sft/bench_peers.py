@@ -1,0 +1,181 @@
+"""SFT side by side with TRL: real (non-pad) tokens/s of sft/02_train.py and of TRL's SFTTrainer on the same HF
+model, documents, sequence length, rows per step, learning rate, dtype and threads (`make bench-peers`).
+
+    python -m sft.bench_peers --base checkpoints/base --data data/sft --out results/bench/peers.json
+    python -m sft.bench_peers --base checkpoints/base --data data/sft --out /tmp/peers.json --steps 8 --warmup 2 --rounds 1
+
+The documents are the SFT dataset's packs split back into documents (the same token ids and loss masks); ours
+trains on its packs of them (document-causal attention), TRL on `max_length` rows with each of its settings:
+  trl_bfd      packing="bfd" (padding-free; documents isolated through restarting position ids: measured below)
+  trl_wrapped  packing="wrapped" (documents cut and concatenated; attention crosses documents: its fastest)
+  trl_none     no packing, one document per row, padded to the batch's longest
+Each arm is its own process (TRL from `make peers-venv`), arms run back to back, `--rounds` times in alternating
+order. Rates: real tokens of the steps after `--warmup` over the time between their lines (this process
+timestamps each step's line), so start-up and warm-up are left out on both sides. Each TRL arm also reports how
+isolated its documents were (max |logit(row) - logit(document alone)|). Writes the "sft" section of --out.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+if not __package__:  # run by path: the project's packages import from the repository root, as modules
+    sys.exit("error: run it from the repository root as a module: python -m sft.bench_peers ...")
+
+from model import cli  # noqa: E402
+from model.config import ConfigError  # noqa: E402
+
+TRL_ARMS = {"trl_bfd": "bfd", "trl_wrapped": "wrapped", "trl_none": "none"}
+STEP_LINE = re.compile(r"^step (\d+)/\d+ \|")
+
+
+def real_lengths(packs) -> list[int]:
+    """Non-pad tokens per pack: sft/packing.pack pads with one-position documents after the last real one (a real
+    document is a prompt and an answer: never one token)."""
+    out = []
+    for doc in packs["doc_ids"]:
+        counts: dict[int, int] = {}
+        for d in doc:
+            counts[d] = counts.get(d, 0) + 1
+        out.append(sum(c for c in counts.values() if c > 1))
+    return out
+
+
+def documents(packs, pad_len: list[int]) -> list[dict]:
+    """The packs' documents as TRL reads them: the token ids (inputs plus the last label) and a completion mask
+    (1 where the loss is taken), in pack order; documents without a trained token are left out (none, checked)."""
+    docs = []
+    for row, real in zip(packs, pad_len):
+        ids, lab, lm, doc = row["input_ids"][:real], row["labels"][:real], row["loss_mask"][:real], row["doc_ids"][:real]
+        s = 0
+        for i in range(1, real + 1):
+            if i == real or doc[i] != doc[s]:
+                if not any(lm[s:i]):
+                    raise ValueError(f"a document of {i - s} tokens has no trained token")
+                docs.append({"input_ids": list(ids[s:i]) + [lab[i - 1]], "completion_mask": [0] + list(lm[s:i])})
+                s = i
+    return docs
+
+
+def ours(a, rc, real: list[int], out: Path) -> dict:
+    """sft/02_train.py from --base on --data; each step's real tokens from the rows its samples map to."""
+    from model import peers
+    from model.parallel import single_process_env
+
+    packs = importlib.import_module("sft.02_train").Packs
+    gbs, steps = rc["parallel"]["global_batch_size"], a.steps
+    order = packs(list(range(len(real))), rc["train"]["seed"])  # Packs maps sample index -> row; rows are ints here
+    per_step = [sum(real[order.row(k * gbs + j)] for j in range(gbs)) for k in range(steps)]
+    cmd = [sys.executable, "-m", "sft.02_train", "--in", str(a.base), "--data", str(a.data), "--out", str(out),
+           "--recipe", a.recipe]
+    for s in (f"train.steps={steps}", f"train.save_every={steps}", f"train.eval_every={steps}",
+              "train.eval_batches=1", "optim.warmup_steps=0", f"train.dtype={a.dtype}", *a.overrides):
+        cmd += ["--set", s]
+    lines = peers.timed_lines(cmd, env=single_process_env(), what="sft/02_train")
+    pts = [(t, int(m.group(1)), per_step[int(m.group(1)) - 1]) for t, ln in lines if (m := STEP_LINE.match(ln))]
+    return {"rate": peers.steady(pts, a.warmup), "positions_per_step": gbs * rc["train"]["seq_length"],
+            "real_tokens_per_step_mean": statistics.mean(per_step[a.warmup:]),
+            "isolation": {"max_abs_logit_difference": 0.0, "how": "document-causal masks (sft/tests check a packed "
+                                                                 "document's loss equals its loss alone)"}}
+
+
+def trl(a, rc, py: Path, docs: Path, packing: str) -> dict:
+    from model import peers
+
+    par, tr = rc["parallel"], rc["train"]
+    cmd = [str(py), str(Path(__file__).with_name("peer_trl.py")), "--model", str(a.base / "hf"), "--docs", str(docs),
+           "--packing", packing, "--steps", str(a.steps), "--max-length", str(tr["seq_length"]),
+           "--batch", str(par["micro_batch_size"]), "--accum", str(par["global_batch_size"] // par["micro_batch_size"]),
+           "--lr", str(rc["optim"]["lr"]), "--threads", str(a.threads), "--seed", str(tr["seed"]),
+           "--dtype", "bf16" if a.dtype == "bfloat16" else "fp32", "--out", str(docs.parent / f"trl_{packing}")]
+    lines = peers.timed_lines(cmd, what=f"TRL SFT ({packing})")
+    msgs = [(t, json.loads(ln[len("PEER "):])) for t, ln in lines if ln.startswith("PEER ")]
+    pts = [(t, m["step"], m["real_tokens"]) for t, m in msgs if "step" in m]
+    info = {k: v for _, m in msgs for k, v in m.items() if k in ("isolation", "done")}
+    return {"rate": peers.steady(pts, a.warmup), "isolation": info["isolation"], "peer": info["done"]}
+
+
+def main(argv=None) -> int:
+    ap = cli.parser(__doc__, base="base checkpoint (hf/, mcore/, tokenizer/)", data="SFT dataset (sft/01_data.py)",
+                    out="results JSON; its \"sft\" section is (re)written")
+    cli.recipe_args(ap, "sft", "train.seq_length=512", recipe_help="SFT recipe: sequence length, rows per step, lr, "
+                    "seed (both sides)")
+    ap.add_argument("--steps", type=int, default=24, help="optimizer steps per arm")
+    ap.add_argument("--warmup", type=int, default=4, help="first steps left out of the rates")
+    ap.add_argument("--rounds", type=int, default=2, help="times each arm runs (alternating order)")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="both sides' dtype")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="TRL's torch threads (ours: torch default)")
+    ap.add_argument("--peers-venv", type=Path, default=None, help="TRL's environment (default .venv-peers)")
+    a = ap.parse_args(argv)
+    from model import manifest, peers, recipe
+
+    with cli.input_errors():
+        if a.steps < a.warmup + 3 or a.warmup < 1:
+            raise ConfigError(f"--steps {a.steps} --warmup {a.warmup}: need warmup >= 1 and steps >= warmup + 3")
+        py = peers.peer_python(a.peers_venv or peers.PEERS_VENV)
+        manifest.verify(a.base)
+        manifest.verify(a.data, stage="sft_data")
+        rc = recipe.load_recipe("sft", a.recipe, a.overrides)
+        if not (a.base / "hf" / "config.json").exists():
+            raise ConfigError(f"{a.base}/hf has no config.json: the base's HF export is what TRL loads")
+    import datasets
+
+    packs = datasets.load_from_disk(str(a.data / "train"))
+    real = real_lengths(packs)
+    arms: dict[str, list] = {"ours": [], **{k: [] for k in TRL_ARMS}}
+    loads = []
+    with tempfile.TemporaryDirectory(prefix="bench_peers_sft_") as tmp:
+        docs = Path(tmp) / "docs"
+        rows = documents(packs, real)
+        datasets.Dataset.from_list(rows).save_to_disk(str(docs))
+        for r in range(a.rounds):
+            order = list(arms) if r % 2 == 0 else list(arms)[::-1]
+            for name in order:
+                load0 = os.getloadavg()
+                print(f"round {r + 1}/{a.rounds}: {name}", flush=True)
+                res = ours(a, rc, real, Path(tmp) / f"ours{r}") if name == "ours" else \
+                    trl(a, rc, py, docs, TRL_ARMS[name])
+                res.update(round=r + 1, load_average_start=load0, load_average_end=os.getloadavg())
+                arms[name].append(res)
+                loads.append(load0[0])
+                print(f"  {name}: {res['rate']['per_s']:.0f} real tok/s, step {res['rate']['step_s_median']:.3f} s",
+                      flush=True)
+    tok_s = {k: statistics.median(x["rate"]["per_s"] for x in v) for k, v in arms.items()}
+    fastest = max(TRL_ARMS, key=lambda k: tok_s[k])
+    isolated = [k for k in TRL_ARMS if all(x["isolation"]["max_abs_logit_difference"] < 1e-4 for x in arms[k])]
+    best_isolated = max(isolated, key=lambda k: tok_s[k]) if isolated else None
+    section = {
+        "what": "real (non-pad) tokens/s of one SFT step, steady state, same model/documents/rows/lr/dtype/threads",
+        "baseline": "TRL SFTTrainer (its best setting with documents isolated, and its fastest)",
+        "model": str(a.base / "hf"), "data": str(a.data), "documents": len(rows), "recipe": a.recipe,
+        "settings": {"seq_length": rc["train"]["seq_length"], "micro_batch": rc["parallel"]["micro_batch_size"],
+                     "rows_per_step": rc["parallel"]["global_batch_size"], "lr": rc["optim"]["lr"],
+                     "dtype": a.dtype, "threads": a.threads, "steps": a.steps, "warmup_steps_left_out": a.warmup,
+                     "rounds": a.rounds, "overrides": a.overrides,
+                     "LD_PRELOAD": os.environ.get("LD_PRELOAD", ""), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")},
+        "real_tok_per_s": tok_s,
+        "peer": arms["trl_bfd"][0]["peer"],
+        "trl_isolated_settings": isolated,
+        "trl_fastest_setting": fastest,
+        "ratio_ours_over_trl_isolated": tok_s["ours"] / tok_s[best_isolated] if best_isolated else None,
+        "ratio_ours_over_trl_fastest": tok_s["ours"] / tok_s[fastest],
+        "ratio_ours_over_trl_unpacked": tok_s["ours"] / tok_s["trl_none"],
+        "goals": {"ours_over_trl_isolated_ge_2": bool(best_isolated) and tok_s["ours"] >= 2 * tok_s[best_isolated],
+                  "ours_over_trl_fastest_ge_1": tok_s["ours"] >= tok_s[fastest]},
+        "load_average_1m_at_arm_starts": loads,
+        "arms": arms,
+    }
+    peers.write_section(a.out, "sft", section)
+    print(json.dumps({k: section[k] for k in ("real_tok_per_s", "ratio_ours_over_trl_isolated",
+                                              "ratio_ours_over_trl_fastest", "goals")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
