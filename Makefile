@@ -133,9 +133,9 @@ bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU, on R
 	$(PY) -m pretrain_ckpt.bench_train --recipe $(RECIPE) --dtype $(BENCH_DTYPE) --out $(BENCH_TRAIN_OUT)
 
 # The peer library of `make bench-peers`, pinned, in an environment of its own (never the project's .venv): TRL with
-# the transformers/datasets/accelerate the project pins, over the same CPU torch
+# the transformers/datasets/accelerate the project pins, over the same CPU torch (requests: TRL's GRPO imports it)
 PEERS_VENV := .venv-peers
-PEERS_PINS := trl==1.13.0 transformers==5.19.0 datasets==5.2.0 accelerate==1.16.0
+PEERS_PINS := trl==1.13.0 transformers==5.19.0 datasets==5.2.0 accelerate==1.16.0 requests==2.34.2
 PEERS_STAMP := $(PEERS_VENV)/.setup-$(shell echo '$(PEERS_PINS)' | cksum | cut -d' ' -f1)
 peers-venv: $(PEERS_STAMP) ## create .venv-peers with TRL (pinned) for bench-peers
 $(PEERS_STAMP):
@@ -146,10 +146,14 @@ $(PEERS_STAMP):
 	rm -f $(PEERS_VENV)/.setup-* && touch $@
 
 BENCH_PEERS_STEPS ?= 24## optimizer steps per arm of bench-peers (the first 4 are left out)
+BENCH_PEERS_GRPO_STEPS ?= 10## GRPO steps per arm of bench-peers (the first 2 are left out)
 BENCH_PEERS_ROUNDS ?= 2## times each arm of bench-peers runs, in alternating order
-bench-peers: $(CKPT)/sft/manifest.json peers-venv ## SFT and GRPO vs TRL on the same model and data -> results/bench/peers.json
+BENCH_PEERS_OUT = $(RESULTS_ROOT)/bench/peers$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE)).json
+bench-peers: setup $(CKPT)/sft/manifest.json peers-venv ## SFT and GRPO vs TRL on the same model and data -> results/bench/peers.json
 	$(PRELOAD)$(PY) -m sft.bench_peers --base $(CKPT)/base --data $(DATA)/sft --recipe $(RECIPE) \
-		--steps $(BENCH_PEERS_STEPS) --rounds $(BENCH_PEERS_ROUNDS) --out $(RESULTS_ROOT)/bench/peers$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE)).json
+		--steps $(BENCH_PEERS_STEPS) --rounds $(BENCH_PEERS_ROUNDS) --out $(BENCH_PEERS_OUT)
+	$(PRELOAD)$(PY) -m rl.bench_peers --in $(CKPT)/sft --data $(DATA)/domains --recipe $(RECIPE) \
+		--steps $(BENCH_PEERS_GRPO_STEPS) --rounds $(BENCH_PEERS_ROUNDS) --out $(BENCH_PEERS_OUT)
 
 bench-sandbox: setup ## sandbox cold-start p50/p99 per tier vs a plain subprocess, tasks/s at 1-8 -> results/bench/sandbox.json
 	$(PY) -m sandbox.bench --out $(RESULTS)/bench/sandbox.json

@@ -66,3 +66,22 @@ def write_section(path: Path, name: str, section: dict) -> None:
     doc = json.loads(path.read_text()) if path.exists() else {}
     kept = {k: v for k, v in doc.get("sections", {}).items() if k != name}
     results.write(path, "bench.peers", {"sections": {**kept, name: {**results.stamp(), **section}}})
+
+
+def alternate(arms: dict, rounds: int, rate_key: str, unit: str) -> dict[str, list[dict]]:
+    """Run each arm (name -> callable returning a result with result["rate"][rate_key]) `rounds` times, back to back,
+    in reversed order every other round (a drift of the machine's speed then weighs on every arm alike)."""
+    out: dict[str, list[dict]] = {k: [] for k in arms}
+    for r in range(rounds):
+        for name in (list(arms) if r % 2 == 0 else list(arms)[::-1]):
+            load0 = os.getloadavg()
+            print(f"round {r + 1}/{rounds}: {name}", flush=True)
+            res = arms[name]()
+            res.update(round=r + 1, load_average_start=load0, load_average_end=os.getloadavg())
+            out[name].append(res)
+            print(f"  {name}: {res['rate'][rate_key]:.1f} {unit}, step {res['rate']['step_s_median']:.3f} s", flush=True)
+    return out
+
+
+def median_of(runs: dict[str, list[dict]], key: str) -> dict[str, float]:
+    return {k: statistics.median(x["rate"][key] for x in v) for k, v in runs.items()}

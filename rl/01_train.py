@@ -240,7 +240,7 @@ class Trainer(Hooks):
         kept: list[tuple[list, list]] = []  # (rollouts, advantages) of groups used for training
         fam = defaultdict(lambda: {"samples": 0, "reward": 0.0, "passed": 0, "scored": 0, "infra": 0})
         t_roll = t_rew = 0.0
-        groups = flat = infra = truncated = 0
+        groups = flat = infra = truncated = gen_tokens = gen_samples = 0
         lanes = defaultdict(int)  # tool_retries, tool_infra_failed, rollouts_cut
         rounds = 0
         for rnd in range(ro.max_rounds if ro.dynamic_sampling else 1):
@@ -258,6 +258,8 @@ class Trainer(Hooks):
                 lanes[k] += v
             t_roll += dt_roll
             t_rew += dt_rew
+            gen_tokens += sum(len(s.token_ids) for r in rolls for s in r.turns)
+            gen_samples += len(rolls)
             self.run.log(f"  step {step + 1} round {rnd + 1}: {len(rolls)} rollouts "
                          f"({sum(len(r.turns) for r in rolls)} turns, "
                          f"{sum(len(s.token_ids) for r in rolls for s in r.turns)}"
@@ -294,6 +296,7 @@ class Trainer(Hooks):
         scored = sum(f["scored"] for f in fam.values())
         m = {"rollout_s": t_roll, "reward_s": t_rew, "rounds": rounds, "groups_rolled": groups,
              "groups_used": len(kept), "zero_var_frac": flat / max(groups, 1), "infra_errors": infra,
+             "samples_generated": gen_samples, "generated_tokens": gen_tokens,  # every round, used or not
              "tool_retries": lanes["tool_retries"], "tool_infra_failed": lanes["tool_infra_failed"],
              "rollouts_cut": lanes["rollouts_cut"],
              "truncated_frac": truncated / max(sum(f["samples"] for f in fam.values()), 1),

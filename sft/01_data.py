@@ -31,6 +31,8 @@ def main(argv=None) -> int:
         cfg = recipe.load_recipe("sft", a.recipe, a.overrides)["data"]  # sft/config.py: keys, defaults, help
         manifest.verify(a.inp, stage="data")
         manifest.verify(a.base)
+        if cfg["packing"] not in ("greedy", "bfd"):
+            raise ConfigError(f"data.packing={cfg['packing']!r}: expected greedy or bfd")
         if cfg["max_length"] > cfg["pack_length"]:
             raise ConfigError(f"data.max_length={cfg['max_length']} > data.pack_length={cfg['pack_length']}")
     import datasets
@@ -65,8 +67,8 @@ def main(argv=None) -> int:
         fam_trainable[fam] += sum(mask)
         examples.append(to_example(ids, mask))
     n_val = max(1, int(len(examples) * cfg["val_fraction"]))
-    val_packs, _ = pack(examples[:n_val], cfg["pack_length"], tok.pad_token_id)
-    train_packs, st = pack(examples[n_val:], cfg["pack_length"], tok.pad_token_id)
+    val_packs, _ = pack(examples[:n_val], cfg["pack_length"], tok.pad_token_id, cfg["packing"])
+    train_packs, st = pack(examples[n_val:], cfg["pack_length"], tok.pad_token_id, cfg["packing"])
     stats = {"demonstrations": len(examples), "dropped_too_long": too_long, "train_packs": len(train_packs),
              "validation_packs": len(val_packs), "packing_efficiency": st["packing_efficiency"],
              "tokens_per_family": dict(sorted(fam_tokens.items())),

@@ -128,25 +128,14 @@ def main(argv=None) -> int:
 
     packs = datasets.load_from_disk(str(a.data / "train"))
     real = real_lengths(packs)
-    arms: dict[str, list] = {"ours": [], **{k: [] for k in TRL_ARMS}}
-    loads = []
     with tempfile.TemporaryDirectory(prefix="bench_peers_sft_") as tmp:
         docs = Path(tmp) / "docs"
         rows = documents(packs, real)
         datasets.Dataset.from_list(rows).save_to_disk(str(docs))
-        for r in range(a.rounds):
-            order = list(arms) if r % 2 == 0 else list(arms)[::-1]
-            for name in order:
-                load0 = os.getloadavg()
-                print(f"round {r + 1}/{a.rounds}: {name}", flush=True)
-                res = ours(a, rc, real, Path(tmp) / f"ours{r}") if name == "ours" else \
-                    trl(a, rc, py, docs, TRL_ARMS[name])
-                res.update(round=r + 1, load_average_start=load0, load_average_end=os.getloadavg())
-                arms[name].append(res)
-                loads.append(load0[0])
-                print(f"  {name}: {res['rate']['per_s']:.0f} real tok/s, step {res['rate']['step_s_median']:.3f} s",
-                      flush=True)
-    tok_s = {k: statistics.median(x["rate"]["per_s"] for x in v) for k, v in arms.items()}
+        runs = {"ours": lambda: ours(a, rc, real, Path(tempfile.mkdtemp(dir=tmp)) / "sft"),
+                **{k: (lambda p=p: trl(a, rc, py, docs, p)) for k, p in TRL_ARMS.items()}}
+        arms = peers.alternate(runs, a.rounds, "per_s", "real tok/s")
+    tok_s = peers.median_of(arms, "per_s")
     fastest = max(TRL_ARMS, key=lambda k: tok_s[k])
     isolated = [k for k in TRL_ARMS if all(x["isolation"]["max_abs_logit_difference"] < 1e-4 for x in arms[k])]
     best_isolated = max(isolated, key=lambda k: tok_s[k]) if isolated else None
@@ -168,7 +157,6 @@ def main(argv=None) -> int:
         "ratio_ours_over_trl_unpacked": tok_s["ours"] / tok_s["trl_none"],
         "goals": {"ours_over_trl_isolated_ge_2": bool(best_isolated) and tok_s["ours"] >= 2 * tok_s[best_isolated],
                   "ours_over_trl_fastest_ge_1": tok_s["ours"] >= tok_s[fastest]},
-        "load_average_1m_at_arm_starts": loads,
         "arms": arms,
     }
     peers.write_section(a.out, "sft", section)

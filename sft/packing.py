@@ -27,28 +27,48 @@ def to_example(ids: list[int], mask: list[int]) -> dict:
     return {"input_ids": ids[:-1], "labels": ids[1:], "loss_mask": mask[1:]}
 
 
-def pack(examples: list[dict], length: int, pad_id: int) -> tuple[list[dict], dict]:
-    """Greedy packing in the given order; an example longer than `length` is dropped (counted)."""
-    packs, cur, dropped = [], None, 0
+def pack(examples: list[dict], length: int, pad_id: int, strategy: str = "greedy") -> tuple[list[dict], dict]:
+    """Examples -> packs of `length`; an example longer than `length` is dropped (counted).
 
-    def new():
-        return {"input_ids": [], "labels": [], "loss_mask": [], "doc_ids": []}
+    greedy: in the given order, a new pack when the next example does not fit (order kept, more padding);
+    bfd: best-fit decreasing, longest first, each into the fullest pack it fits (ties: the earliest), fewer packs;
+    packs keep their examples in insertion order. Both are deterministic functions of the examples."""
+    if strategy not in ("greedy", "bfd"):
+        raise ValueError(f"packing strategy {strategy!r}: expected greedy or bfd")
+    fits = [ex for ex in examples if len(ex["input_ids"]) <= length]
+    dropped = len(examples) - len(fits)
+    groups: list[list[dict]] = []
+    if strategy == "greedy":
+        used = length + 1
+        for ex in fits:
+            if used + len(ex["input_ids"]) > length:
+                groups.append([])
+                used = 0
+            groups[-1].append(ex)
+            used += len(ex["input_ids"])
+    else:
+        import bisect
 
-    for ex in examples:
-        n = len(ex["input_ids"])
-        if n > length:
-            dropped += 1
-            continue
-        if cur is None or len(cur["input_ids"]) + n > length:
-            if cur is not None:
-                packs.append(cur)
-            cur = new()
-        doc = len(set(cur["doc_ids"]))
-        for k in ("input_ids", "labels", "loss_mask"):
-            cur[k] += ex[k]
-        cur["doc_ids"] += [doc] * n
-    if cur is not None and cur["input_ids"]:
-        packs.append(cur)
+        free: list[tuple[int, int]] = []  # (free positions, pack index), sorted: the best fit is the first >= n
+        for ex in sorted(fits, key=lambda e: -len(e["input_ids"])):  # stable: equal lengths keep their order
+            n = len(ex["input_ids"])
+            i = bisect.bisect_left(free, (n, -1))
+            if i == len(free):
+                groups.append([])
+                room, k = length, len(groups) - 1
+            else:
+                room, k = free.pop(i)
+            groups[k].append(ex)
+            if room - n:
+                bisect.insort(free, (room - n, k))
+    packs = []
+    for g in groups:
+        p = {"input_ids": [], "labels": [], "loss_mask": [], "doc_ids": []}
+        for doc, ex in enumerate(g):
+            for key in ("input_ids", "labels", "loss_mask"):
+                p[key] += ex[key]
+            p["doc_ids"] += [doc] * len(ex["input_ids"])
+        packs.append(p)
     real = sum(len(p["input_ids"]) for p in packs)
     for p in packs:  # pad: each pad position is its own document, so no row of the mask is empty
         n_pad = length - len(p["input_ids"])

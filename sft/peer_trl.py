@@ -6,8 +6,9 @@ Runs in TRL's own virtual environment (`make peers-venv`), never the project's: 
 transformers, datasets and trl. DIR is an HF dataset of documents (input_ids, completion_mask), written by
 sft/bench_peers.py from the project's SFT packs. Prints one line "PEER <json>" per optimizer step, flushed:
 {"step": k, "real_tokens": n} (non-pad tokens the trainer consumed since the last line, its own count:
-num_input_tokens_seen "non_padding"; the orchestrator timestamps the lines), then {"isolation": ...}: the largest logit difference between one collated batch and each of its
-documents run alone (0 = documents never see each other), and {"done": ...} with the versions.
+num_input_tokens_seen "non_padding"; the orchestrator timestamps the lines), then {"isolation": ...}: the largest
+logit difference between two documents as this setting packs and collates them and each run alone (0 = documents
+never see each other), and {"done": ...} with the versions.
 """
 from __future__ import annotations
 
@@ -23,32 +24,39 @@ def emit(obj: dict) -> None:
     print(MARK + json.dumps(obj), flush=True)  # marked: TRL prints dicts of its own
 
 
-def isolation(model, batch: dict) -> float:
-    """Max |logit(batch) - logit(document alone)| over the documents of row 0 of a collated batch, run with the
-    trainer's model config (TRL sets use_cache=False, under which transformers 5.x reads documents from restarting
-    position ids; with a cache it does not)."""
+def isolation(model, batch: dict, docs: list[list[int]]) -> float:
+    """Max |logit in the collated batch - logit of the document run alone| over `docs`, each found by its token ids
+    in the batch's rows (0 = documents never see each other). Run with the trainer's model config: TRL sets
+    use_cache=False, under which transformers 5.x reads documents from restarting position ids."""
     import torch
 
-    ids = batch["input_ids"][:1]
-    pos = batch.get("position_ids")
-    am = batch.get("attention_mask")
+    kw = {k: batch[k] for k in ("position_ids", "attention_mask") if k in batch}
+    worst = 0.0
     with torch.no_grad():
-        kw = {"position_ids": pos[:1]} if pos is not None else {}
-        if am is not None:
-            kw["attention_mask"] = am[:1]
-        full = model(input_ids=ids, **kw).logits[0]
-        # documents: runs of position ids restarting at 0 (padding-free) or, without position ids, the whole row
-        p = pos[0].tolist() if pos is not None else list(range(ids.shape[1]))
-        starts = [i for i, x in enumerate(p) if x == 0] + [len(p)]
-        worst = 0.0
-        n = int(am[0].sum()) if am is not None else len(p)  # right padding: real tokens first
-        for s, e in zip(starts, starts[1:]):
-            e = min(e, n)
-            if e - s < 2:
-                continue
-            alone = model(input_ids=ids[:, s:e]).logits[0]
-            worst = max(worst, (full[s:e] - alone).abs().max().item())
+        full = model(input_ids=batch["input_ids"], **kw).logits
+        rows = batch["input_ids"].tolist()
+        for doc in docs:
+            n = len(doc)
+            at = next(((r, s) for r, row in enumerate(rows) for s in range(len(row) - n + 1) if row[s:s + n] == doc),
+                      None)
+            if at is None:
+                raise RuntimeError(f"a probe document of {n} tokens is not in the collated batch")
+            alone = model(input_ids=torch.tensor([doc])).logits[0]
+            worst = max(worst, (full[at[0], at[1]:at[1] + n] - alone).abs().max().item())
     return worst
+
+
+def probe(trl, model, tok, kw: dict, ds) -> float:
+    """Isolation of this setting, measured: the two shortest of the first 100 documents (they fit one row
+    together), prepared and collated by a trainer of the same config, then `isolation`."""
+    import datasets
+
+    head = ds.select(range(min(len(ds), 100)))
+    docs = [head[i] for i in sorted(range(len(head)), key=lambda i: len(head[i]["input_ids"]))[:2]]
+    two = datasets.Dataset.from_list(docs)
+    t = trl.SFTTrainer(model=model, args=trl.SFTConfig(**kw), train_dataset=two, processing_class=tok)
+    batch = t.data_collator([t.train_dataset[i] for i in range(len(t.train_dataset))])
+    return isolation(model.eval(), batch, [d["input_ids"] for d in docs])
 
 
 def main(argv=None) -> int:
@@ -96,9 +104,8 @@ def main(argv=None) -> int:
                              callbacks=[Lines()])
     emit({"start": True})
     trainer.train()
-    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(a.batch)])
-    emit({"isolation": {"max_abs_logit_difference": isolation(trainer.model.eval(), batch),
-                        "position_ids": "position_ids" in batch, "attention_mask": "attention_mask" in batch}})
+    emit({"isolation": {"max_abs_logit_difference": probe(trl, trainer.model, tok, kw, ds),
+                        "how": "two documents packed by this setting vs each alone, trained model"}})
     emit({"done": {"trl": trl.__version__, "transformers": transformers.__version__, "torch": torch.__version__,
                    "datasets": datasets.__version__, "rows": len(trainer.train_dataset), "documents": len(ds),
                    "settings": {k: v for k, v in kw.items() if k not in ("output_dir", "report_to")}}})

@@ -49,6 +49,21 @@ def test_pack_keeps_documents_whole_and_pads():
     assert packs == [] and st["dropped_too_long"] == 1
 
 
+def test_bfd_packing_fills_fewer_packs_with_the_same_documents():
+    lens = (5, 4, 3, 9, 6, 2, 1)
+    docs = [{"input_ids": [i] * n, "labels": [i] * n, "loss_mask": [1] * n} for i, n in enumerate(lens)]
+    greedy, g = pack(docs, 10, pad_id=0)
+    bfd, b = pack(docs, 10, pad_id=0, strategy="bfd")
+    assert (g["packs"], b["packs"]) == (4, 3)  # greedy: 5+4 | 3 | 9 | 6+2+1; bfd: 9+1 | 6+4 | 5+3+2
+    assert b["packing_efficiency"] == pytest.approx(30 / 30)
+
+    def content(packs):  # each document whole, once: (its token, its length) per document
+        return sorted((p["input_ids"][i], p["doc_ids"].count(d)) for p in packs
+                      for i, d in enumerate(p["doc_ids"]) if p["loss_mask"][i] and p["doc_ids"].index(d) == i)
+    assert content(bfd) == content(greedy) == sorted(enumerate(lens))
+    assert bfd == pack(docs, 10, pad_id=0, strategy="bfd")[0]
+
+
 def test_attention_mask_blocks_other_documents_and_the_future():
     m = attention_mask(torch.tensor([0, 0, 1, 1, 2]))[0, 0]
     allowed = ~m

@@ -1,0 +1,51 @@
+"""The SFT peer benchmark's bookkeeping: the documents TRL trains on are exactly those of the packs, and the real
+tokens counted for ours are exactly the packs' non-pad positions."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from sft.bench_peers import documents, real_lengths
+from sft.packing import pack, to_example
+
+
+def _examples():
+    # (token ids, loss mask) of three documents of different lengths; the mask trains the tail of each
+    raw = [(list(range(10, 17)), [0, 0, 0, 0, 1, 1, 1]), (list(range(20, 24)), [0, 0, 1, 1]),
+           (list(range(30, 39)), [0, 0, 0, 1, 1, 1, 1, 1, 1])]
+    return raw, [to_example(ids, m) for ids, m in raw]
+
+
+def test_documents_round_trip_the_packed_examples():
+    raw, ex = _examples()
+    packs, _ = pack(ex, 12, pad_id=1)  # 6 + 3 fit one pack, 8 the next: both padded
+    rows = {k: [p[k] for p in packs] for k in packs[0]}
+    docs = documents(packs, real_lengths(rows))
+    assert [d["input_ids"] for d in docs] == [ids for ids, _ in raw]
+    assert [d["completion_mask"] for d in docs] == [[0] + m[1:] for _, m in raw]
+
+
+def test_real_lengths_leave_out_exactly_the_pads():
+    _, ex = _examples()
+    packs, stats = pack(ex, 12, pad_id=1)
+    real = real_lengths({"doc_ids": [p["doc_ids"] for p in packs]})
+    assert real == [6 + 3, 8]
+    assert sum(real) / (12 * len(packs)) == pytest.approx(stats["packing_efficiency"])
+
+
+def test_a_document_without_trained_tokens_is_refused():
+    packs, _ = pack([to_example([5, 6, 7], [0, 0, 0])], 4, pad_id=1)
+    with pytest.raises(ValueError, match="no trained token"):
+        documents(packs, [3])
+
+
+def test_step_rows_follow_the_trainers_sample_order():
+    """bench_peers counts ours' real tokens per step through Packs.row, the order sft/02_train feeds."""
+    Packs = importlib.import_module("sft.02_train").Packs
+    rows = [{"input_ids": [i], "labels": [i], "loss_mask": [1], "doc_ids": [0]} for i in range(5)]
+    import datasets
+
+    p = Packs(datasets.Dataset.from_list(rows), seed=7)
+    for i in range(12):  # past the first epoch
+        assert int(p(i)["tokens"][0]) == p.row(i)
