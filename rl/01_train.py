@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         cfg = RLConfig.from_dict(rc.cfg)
         ws = int(os.environ.get("WORLD_SIZE", "1"))
         cfg.check_batch(rc.parallel.global_batch_size, rc.parallel.micro_batch_size,
-                        rc.parallel.data_parallel_size(ws), ws, rc.parallel.pp)
+                        rc.parallel.data_parallel_size(ws), ws, rc.parallel.pp, rc.train["seq_length"])
         per_node = int(os.environ.get("LOCAL_WORLD_SIZE", ws))
         if torch.cuda.is_available() and cfg.rollout.engines == "spread" and cfg.rollout.tensor_parallel_size > per_node:
             raise ConfigError(f"rollout.tensor_parallel_size={cfg.rollout.tensor_parallel_size} > {per_node} GPUs per "
@@ -353,7 +353,7 @@ class Trainer(Hooks):
         from rl import packing
 
         mbs = packing.pack([mini[i] for i in train.dp_share(len(mini))], self.rc.train["seq_length"],
-                           self.rc.parallel.micro_batch_size)
+                           self.rc.parallel.micro_batch_size, row_length=self.cfg.algo.pack_length)
         n = torch.tensor([max(len(mbs), 1)])
         if ps.get_data_parallel_world_size() > 1:
             torch.distributed.all_reduce(n, op=torch.distributed.ReduceOp.MAX, group=ps.get_data_parallel_group())

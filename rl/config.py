@@ -50,6 +50,8 @@ class AlgoConfig:
     is_level: str = "token"  # token | sequence: weigh each token, or each trajectory by its product of ratios
     minibatches: int = 1  # optimizer steps per rollout batch (>1 = off-policy minibatches, clipping active)
     pack: bool = False  # update on trajectories packed into rows (rl/packing.py; PP=1; a dense s x s mask per row)
+    pack_length: int = 0  # row capacity of algo.pack (0 = train.seq_length; a longer trajectory gets its own row):
+    # shorter rows cost less attention (each row's mask is s x s) in more forward passes
 
 
 @dataclass
@@ -161,10 +163,13 @@ class RLConfig:
             raise ConfigError(f"sched.window={s.window} < sched.min_samples={s.min_samples}: the window could "
                               "never hold enough outcomes to move the curriculum")
 
-    def check_batch(self, global_batch_size: int, micro_batch_size: int, dp: int, world: int = 1, pp: int = 1
-                    ) -> None:
+    def check_batch(self, global_batch_size: int, micro_batch_size: int, dp: int, world: int = 1, pp: int = 1,
+                    seq_length: int | None = None) -> None:
         """One trajectory per trainer sample: the parallel section must hold exactly one minibatch of them; spread
         engines take whole groups of consecutive ranks; packed rows vary in shape, which pipeline stages cannot."""
+        if not 0 <= self.algo.pack_length <= (seq_length or self.algo.pack_length):
+            raise ConfigError(f"algo.pack_length={self.algo.pack_length} must be in [0, train.seq_length="
+                              f"{seq_length}] (0 = train.seq_length)")
         if self.algo.pack and pp > 1:
             raise ConfigError(f"algo.pack=true needs parallel.pp=1 (pp={pp}: pipeline stages exchange fixed shapes): "
                               "set algo.pack=false")

@@ -46,12 +46,15 @@ def balanced_rows(lengths: list[int], capacity: int) -> list[list[int]]:
 
 
 def pack(samples: list[dict], seq_length: int, micro_batch_size: int, multiple: int = 16,
-         fields: tuple[str, ...] = FIELDS) -> list[dict]:
+         fields: tuple[str, ...] = FIELDS, row_length: int = 0) -> list[dict]:
     """One DP rank's samples (rl/objective.build_samples) -> its packed micro batches (possibly none), with the
-    per-position `fields` of the samples."""
+    per-position `fields` of the samples; rows hold up to `row_length` positions (0: seq_length), and a longer
+    trajectory gets a row of its own."""
     lengths = [min(trained_length(s), seq_length) for s in samples]
+    cap = row_length or seq_length
     rows = []
-    for idx in balanced_rows(lengths, seq_length):
+    for idx in [[i] for i, n in enumerate(lengths) if n > cap] + \
+            balanced_rows([n if n <= cap else 0 for n in lengths], cap):
         row = {k: torch.cat([samples[i][k][:lengths[i]] for i in idx]) for k in fields}
         row["doc_ids"] = torch.cat([torch.full((lengths[i],), d + 1) for d, i in enumerate(idx)])
         rows.append(row)

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     ap.add_argument("--accum", type=int, default=2, help="micro batches per optimizer step")
     ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
-    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="parameter and compute dtype")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="compute dtype (bf16: autocast over fp32 weights)")
     ap.add_argument("--seed", type=int, default=1234, help="seed of the trainer")
     ap.add_argument("--out", default="/tmp/peer_trl_sft", help="TRL's output_dir (nothing is saved)")
     a = ap.parse_args(argv)
@@ -85,8 +85,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(a.threads)
     ds = datasets.load_from_disk(a.docs)
     tok = AutoTokenizer.from_pretrained(a.model)
-    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype, attn_implementation="sdpa")
+    # fp32 weights either way; bf16 = the Trainer's bf16 autocast, as ours keeps fp32 main params under bf16 compute
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32, attn_implementation="sdpa")
     kw = dict(max_length=a.max_length, per_device_train_batch_size=a.batch, gradient_accumulation_steps=a.accum,
               max_steps=a.steps, learning_rate=a.lr, lr_scheduler_type="constant", logging_steps=10**9, report_to=[],
               use_cpu=True, save_strategy="no", completion_only_loss=True, dataloader_num_workers=0,

@@ -79,6 +79,24 @@ def test_an_empty_micro_batch_trains_nothing():
     assert b["loss_mask"].sum() == 0 and b["tokens"].shape == (1, 16) and b["attention_mask"].shape == (1, 1, 16, 16)
 
 
+def test_shorter_rows_keep_every_trained_token_and_fit_the_longest_trajectory():
+    samples = [_sample(10, 5, 1.0, seed=1), _sample(8, 12, -1.0, seed=3), _sample(30, 20, 0.5, seed=4),
+               _sample(4, 6, 1.0, seed=5)]
+    full = packing.pack(samples, 64, micro_batch_size=8)
+    short = packing.pack(samples, 64, micro_batch_size=8, row_length=24)
+    assert sum(b["tokens"].shape[0] for b in full) == 2  # 15 + 20 + 50 + 10 positions in rows of 64
+    widths = [int((b["doc_ids"][r] > 0).sum()) for b in short for r in range(b["tokens"].shape[0])]
+    assert sorted(widths) == [10, 15, 20, 50]  # 24 holds no pair; the 50-token trajectory gets a row of its own
+    assert sum(float(b["loss_mask"].sum()) for b in short) == sum(float(b["loss_mask"].sum()) for b in full)
+
+
+def test_pack_length_beyond_the_sequence_length_is_refused():
+    cfg = RLConfig.from_dict({"rollout": {"groups_per_step": 2, "samples_per_prompt": 4},
+                              "algo": {"pack": True, "pack_length": 2048}})
+    with pytest.raises(ConfigError, match="algo.pack_length=2048 must be in"):
+        cfg.check_batch(8, 1, 1, 1, seq_length=1024)
+
+
 def test_packing_with_pipeline_stages_is_refused():
     cfg = RLConfig.from_dict({"rollout": {"groups_per_step": 2, "samples_per_prompt": 4}, "algo": {"pack": True}})
     with pytest.raises(ConfigError, match="algo.pack=true needs parallel.pp=1"):
