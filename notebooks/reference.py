@@ -31,6 +31,8 @@ MAKERS = {  # results path -> the command that writes it (documentation in the i
     "bench/train.json": "python -m pretrain_ckpt.bench_train --out results/bench/train.json",
     "bench/train_smollm2_cpu.json": "make bench-train RECIPE=smollm2_cpu",
     "bench/train_smollm2_cpu_bf16.json": "make bench-train RECIPE=smollm2_cpu BENCH_DTYPE=bf16",
+    "bench/peers.json": "make bench-peers",
+    "bench/rl.json": "make bench-rl",
     "base/eval.json": "python -m sft.03_eval --in checkpoints/base --data data/domains --out results/base/eval.json",
     "sft/eval.json": "python -m sft.03_eval --in checkpoints/sft --data data/domains --out results/sft/eval.json",
 }

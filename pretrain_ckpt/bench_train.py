@@ -305,6 +305,22 @@ def timed(fn, s: int) -> tuple[float, float]:
     return time.perf_counter() - t0, loss
 
 
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation")
+
+
+def op_category(key: str) -> str:
+    """matmul (the GEMMs the model FLOPs count), attention (SDPA kernels), optimizer, or other (elementwise, norms,
+    softmax, copies, MoE permutation, dispatch)."""
+    k = key.lower()
+    if key in MATMUL_OPS:
+        return "matmul"
+    if "scaled_dot_product" in k or "flash_attention" in k:
+        return "attention"
+    if "adam" in k or "_foreach" in k:
+        return "optimizer"
+    return "other"
+
+
 def _profile(step_fn, start: int, n: int = 2) -> dict:
     """Top CPU ops by self time over n steps, and the count of Python-level torch function calls."""
     from torch.profiler import ProfilerActivity, profile
@@ -314,7 +330,11 @@ def _profile(step_fn, start: int, n: int = 2) -> dict:
             step_fn(start + s)
     ev = sorted(p.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in ev)
+    cats: dict[str, float] = {}
+    for e in ev:
+        cats[op_category(e.key)] = cats.get(op_category(e.key), 0.0) + e.self_cpu_time_total / 1e6 / n
     return {"steps": n, "self_cpu_total_s": total / 1e6,
+            "category_self_s_per_step": {k: round(v, 4) for k, v in sorted(cats.items(), key=lambda kv: -kv[1])},
             "top_ops": [{"op": e.key, "self_s": round(e.self_cpu_time_total / 1e6 / n, 4), "calls": e.count // n}
                         for e in ev[:15]],
             "ops_per_step": sum(e.count for e in ev) // n}
@@ -584,6 +604,15 @@ def notes(res: dict) -> list[str]:
         out.append(f"Profiler (2 steps each): Megatron issues {pm['ops_per_step']} torch ops/step vs HF {ph['ops_per_step']} "
                    f"({what}); op self time {pm['self_cpu_total_s'] / pm['steps']:.2f} s/step vs "
                    f"{ph['self_cpu_total_s'] / ph['steps']:.2f} s/step.")
+        cm = pm.get("category_self_s_per_step")
+        if cm:
+            step = pm["self_cpu_total_s"] / pm["steps"]
+            mm = cm.get("matmul", 0.0)
+            rate = res["flops"]["flops_6nd"] / mm / 1e9 if mm else float("nan")
+            out.append("Where Megatron's step goes (profiler self time per step): " + ", ".join(
+                f"{k} {v:.3f} s ({v / step:.0%})" for k, v in cm.items()) + f". Its GEMMs run at {rate:.0f} GFLOP/s "
+                f"({rate / res['matmul_peak_gflops']['used_gflops']:.0%} of the peak) on this model's shapes, so even "
+                f"with no other work the MFU would be that; the non-matmul share is the rest of the gap.")
     return out
 
 

@@ -100,6 +100,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="times each arm runs (alternating order)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="TRL's torch threads (ours: torch default)")
     ap.add_argument("--peers-venv", type=Path, default=None, help="TRL's environment (default .venv-peers)")
+    ap.add_argument("--arms", default="ours,ours_k1,trl", help="comma-separated subset of ours, ours_k1, trl (the "
+                    "ratios need ours and trl)")
     a = ap.parse_args(argv)
     from model import manifest, peers, recipe
 
@@ -127,9 +129,14 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_peers_grpo_") as tmp:
         path = Path(tmp) / "tasks"
         tasks.select_columns(["prompt", "domain", "task"]).save_to_disk(str(path))
-        arms = peers.alternate({"ours": lambda: ours(a, Path(tempfile.mkdtemp(dir=tmp)) / "rl", 0),
-                                "ours_k1": lambda: ours(a, Path(tempfile.mkdtemp(dir=tmp)) / "rl", 1),
-                                "trl": lambda: trl(a, rc, py, path)}, a.rounds, "per_s", "samples/s")
+        every = {"ours": lambda: ours(a, Path(tempfile.mkdtemp(dir=tmp)) / "rl", 0),
+                 "ours_k1": lambda: ours(a, Path(tempfile.mkdtemp(dir=tmp)) / "rl", 1),
+                 "trl": lambda: trl(a, rc, py, path)}
+        arms = peers.alternate({k: v for k, v in every.items() if k in a.arms.split(",")}, a.rounds, "per_s",
+                               "samples/s")
+        if not {"ours", "trl"} <= set(arms):
+            print(json.dumps({k: v[0]["rate"] for k, v in arms.items()}, indent=1))
+            return 0
     samples_s = peers.median_of(arms, "per_s")
     tok_s = {k: statistics.median(x["completion_tok_per_s"] for x in v) for k, v in arms.items()}
     section = {
@@ -145,10 +152,10 @@ def main(argv=None) -> int:
         "samples_per_s": samples_s, "completion_tok_per_s": tok_s,
         "split_median_s": {k: {s: statistics.median(x["split_median_s"][s] for x in v)
                                for s in v[0]["split_median_s"]} for k, v in arms.items()},
-        "peer": arms["trl"][0]["peer"],
+        "peer": arms["trl"][0]["peer"],  # arms without ours and trl print their rates and write nothing
         "ratio_samples_per_s_ours_over_trl": samples_s["ours"] / samples_s["trl"],
         "ratio_completion_tok_per_s_ours_over_trl": tok_s["ours"] / tok_s["trl"],
-        "ratio_samples_per_s_ours_k1_over_trl": samples_s["ours_k1"] / samples_s["trl"],
+        "ratio_samples_per_s_ours_k1_over_trl": samples_s["ours_k1"] / samples_s["trl"] if "ours_k1" in arms else None,
         "ours_k1": "rollout.max_staleness=1: step s+1's rollouts generated beside step s's update (one step off-policy,"
                    " corrected by the recipe's IS); off by default, reported as ours' fastest setting",
         "goals": {"ours_over_trl_samples_per_s_ge_2": samples_s["ours"] >= 2 * samples_s["trl"]},

@@ -114,7 +114,12 @@ def step_runs(a) -> dict:
                         "ratio_update_s_packed_over_unpacked": packed["update_s"] / k0["update_s"],
                         "ratio_positions_packed_over_unpacked": packed["positions"] / k0["positions"],
                         "ratio_step_s_packed_over_unpacked": packed["step_s"] / k0["step_s"],
-                        "max_abs_loss_difference": max(abs(x - y) for x, y in zip(k0["losses"], packed["losses"])),
+                        # step 1 trains the same batch from the same weights; after it the weights differ in the
+                        # 7th digit, and a sampled token can flip (one did at step 2 of a run at f83c604: 4 vs 5
+                        # action tokens of one rollout), after which the batches differ
+                        "step1_abs_loss_difference": abs(k0["losses"][0] - packed["losses"][0]),
+                        "max_abs_loss_difference_all_steps": max(abs(x - y) for x, y in zip(k0["losses"],
+                                                                                             packed["losses"])),
                         "baseline": "the same recipe unpacked (micro batches cut after their last trained position; "
                                     "the k0 run)"}}
 
