@@ -139,6 +139,8 @@ def main(argv=None) -> int:
             return 0
     samples_s = peers.median_of(arms, "per_s")
     tok_s = {k: statistics.median(x["completion_tok_per_s"] for x in v) for k, v in arms.items()}
+    split = {k: {s: statistics.median(x["split_median_s"][s] for x in v) for s in v[0]["split_median_s"]}
+             for k, v in arms.items()}
     section = {
         "what": "GRPO samples/s and completion tokens/s, steady state, same model/tasks/verifiers/group/length/lr",
         "baseline": "TRL GRPOTrainer, transformers generate",
@@ -150,8 +152,7 @@ def main(argv=None) -> int:
                      "LD_PRELOAD": os.environ.get("LD_PRELOAD", ""),
                      "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")},
         "samples_per_s": samples_s, "completion_tok_per_s": tok_s,
-        "split_median_s": {k: {s: statistics.median(x["split_median_s"][s] for x in v)
-                               for s in v[0]["split_median_s"]} for k, v in arms.items()},
+        "split_median_s": split,
         "peer": arms["trl"][0]["peer"],  # arms without ours and trl print their rates and write nothing
         "ratio_samples_per_s_ours_over_trl": samples_s["ours"] / samples_s["trl"],
         "ratio_completion_tok_per_s_ours_over_trl": tok_s["ours"] / tok_s["trl"],
@@ -159,6 +160,7 @@ def main(argv=None) -> int:
         "ours_k1": "rollout.max_staleness=1: step s+1's rollouts generated beside step s's update (one step off-policy,"
                    " corrected by the recipe's IS); off by default, reported as ours' fastest setting",
         "goals": {"ours_over_trl_samples_per_s_ge_2": samples_s["ours"] >= 2 * samples_s["trl"]},
+        "share_of_step": {k: {p: v[p] / v["step_s"] for p in v if p != "step_s"} for k, v in split.items()},
         "arms": arms,
     }
     peers.write_section(a.out, "grpo", section)

@@ -137,6 +137,7 @@ def main(argv=None) -> int:
         arms = peers.alternate(runs, a.rounds, "per_s", "real tok/s")
     tok_s = peers.median_of(arms, "per_s")
     fastest = max(TRL_ARMS, key=lambda k: tok_s[k])
+    positions = rc["parallel"]["global_batch_size"] * rc["train"]["seq_length"]
     isolated = [k for k in TRL_ARMS if all(x["isolation"]["max_abs_logit_difference"] < 1e-4 for x in arms[k])]
     best_isolated = max(isolated, key=lambda k: tok_s[k]) if isolated else None
     section = {
@@ -157,6 +158,12 @@ def main(argv=None) -> int:
         "ratio_ours_over_trl_unpacked": tok_s["ours"] / tok_s["trl_none"],
         "goals": {"ours_over_trl_isolated_ge_2": bool(best_isolated) and tok_s["ours"] >= 2 * tok_s[best_isolated],
                   "ours_over_trl_fastest_ge_1": tok_s["ours"] >= tok_s[fastest]},
+        # what the per-token rate is made of: positions per second (the step itself) and real tokens per position
+        "positions_per_s_ours": positions / statistics.median(x["rate"]["step_s_median"] for x in arms["ours"]),
+        "real_tokens_per_position_ours": statistics.mean(x["real_tokens_per_step_mean"] for x in arms["ours"])
+        / positions,
+        "where_the_step_goes": "make bench-train profiles the same model's step (results/bench/train.json: profile, "
+                               "notes)",
         "arms": arms,
     }
     peers.write_section(a.out, "sft", section)
