@@ -99,11 +99,11 @@ def make_n(*args) -> str:
 
 
 def test_make_bench_train_passes_the_recipe_and_names_its_results_file():
-    assert make_n().endswith("--recipe tiny_cpu --dtype fp32 --out results/bench/train.json")
+    assert make_n().endswith("--recipe tiny_cpu --dtype fp32 --profile --out results/bench/train.json")
     assert make_n("RECIPE=smollm2_cpu").endswith(
-        "--recipe smollm2_cpu --dtype fp32 --out results/bench/train_smollm2_cpu.json")
+        "--recipe smollm2_cpu --dtype fp32 --profile --out results/bench/train_smollm2_cpu.json")
     assert make_n("RECIPE=smollm2_cpu", "BENCH_DTYPE=bf16", "RESULTS=/tmp/r").endswith(
-        "--recipe smollm2_cpu --dtype bf16 --out /tmp/r/bench/train_smollm2_cpu_bf16.json")
+        "--recipe smollm2_cpu --dtype bf16 --profile --out /tmp/r/bench/train_smollm2_cpu_bf16.json")
 
 
 def test_a_base_of_another_model_is_refused_in_one_line(tmp_path):
