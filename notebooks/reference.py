@@ -32,6 +32,8 @@ MAKERS = {  # results path -> the command that writes it (documentation in the i
     "bench/train_smollm2_cpu.json": "make bench-train RECIPE=smollm2_cpu",
     "bench/train_smollm2_cpu_bf16.json": "make bench-train RECIPE=smollm2_cpu BENCH_DTYPE=bf16",
     "bench/peers.json": "make bench-peers",
+    "bench/peers_smollm2_cpu.json": "make bench-peers RECIPE=smollm2_cpu BENCH_PEERS_STEPS=8 BENCH_PEERS_GRPO_STEPS=5 "
+                                    "BENCH_PEERS_ROUNDS=1",
     "bench/rl.json": "make bench-rl",
     "base/eval.json": "python -m sft.03_eval --in checkpoints/base --data data/domains --out results/base/eval.json",
     "sft/eval.json": "python -m sft.03_eval --in checkpoints/sft --data data/domains --out results/sft/eval.json",
