@@ -42,12 +42,12 @@ def timed_lines(cmd: list[str], *, env: dict | None = None, what: str = "run") -
 def steady(points: list[tuple[float, int, float]], warmup: int) -> dict:
     """points: (time, step, amount done in that step). The rate over the steps after `warmup`: the amount of steps
     warmup+1..last over the time from step warmup's line to the last one, and the median step time."""
+    if warmup < 1:
+        raise ValueError("warmup must be >= 1: the first step's start is not observed")
     pts = sorted(points, key=lambda p: p[1])
     if len(pts) < warmup + 2:
         raise RuntimeError(f"{len(pts)} step lines: need more than warmup {warmup} + 1")
-    t0 = pts[warmup - 1][0] if warmup else None
-    if t0 is None:
-        raise ValueError("warmup must be >= 1: the first step's start is not observed")
+    t0 = pts[warmup - 1][0]
     timed = pts[warmup:]
     seconds = timed[-1][0] - t0
     dts = [b[0] - a[0] for a, b in zip(pts[warmup - 1:], timed)]
