@@ -5,6 +5,7 @@ per-step line as it arrives on the child's stdout, so start-up, loading and warm
 """
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -14,7 +15,29 @@ from pathlib import Path
 
 from model.config import ConfigError
 
+MARK = "PEER "  # how the peer scripts mark their lines (sft/peer_trl.py, rl/peer_trl_grpo.py print it themselves)
 PEERS_VENV = Path(".venv-peers")  # `make peers-venv`: the peer libraries, pinned, never in the project's venv
+
+
+def arm_args(ap, steps: int, warmup: int) -> None:
+    """The options both peer benchmarks take: steps, warm-up, rounds, the peer's threads and environment."""
+    ap.add_argument("--steps", type=int, default=steps, help="optimizer steps per arm")
+    ap.add_argument("--warmup", type=int, default=warmup, help="first steps left out of the rates")
+    ap.add_argument("--rounds", type=int, default=2, help="times each arm runs (alternating order)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="the peer's torch threads (ours: torch default)")
+    ap.add_argument("--peers-venv", type=Path, default=PEERS_VENV, help="the peer's environment (make peers-venv)")
+
+
+def check_arm_args(a) -> Path:
+    """Refuse step counts that leave fewer than 3 timed steps; the peer environment's python."""
+    if a.steps < a.warmup + 3 or a.warmup < 1:
+        raise ConfigError(f"--steps {a.steps} --warmup {a.warmup}: need warmup >= 1 and steps >= warmup + 3")
+    return peer_python(a.peers_venv)
+
+
+def messages(lines: list[tuple[float, str]]) -> list[tuple[float, dict]]:
+    """The peer script's marked JSON lines ("PEER {...}"), with their arrival times; its other output is left."""
+    return [(t, json.loads(ln[len(MARK):])) for t, ln in lines if ln.startswith(MARK)]
 
 
 def peer_python(venv: Path) -> Path:
@@ -59,8 +82,6 @@ def steady(points: list[tuple[float, int, float]], warmup: int) -> dict:
 def write_section(path: Path, name: str, section: dict) -> None:
     """Replace one section of a peers results file (sft, grpo), keeping the others: each carries its own time,
     commit and machine, as the sections may come from different runs."""
-    import json
-
     from model import results
 
     doc = json.loads(path.read_text()) if path.exists() else {}

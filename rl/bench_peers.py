@@ -27,14 +27,13 @@ from pathlib import Path
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m rl.bench_peers ...")
 
-from model import cli  # noqa: E402
+from model import cli, peers  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 
 STEP_LINE = re.compile(r"^step (\d+)/\d+ \|")
 
 
 def ours(a, out: Path, staleness: int) -> dict:
-    from model import peers
     from model.parallel import single_process_env
 
     sets = [f"train.steps={a.steps}", f"train.save_every={a.steps}", "eval.at_start=false", "eval.samples=0",
@@ -53,15 +52,11 @@ def ours(a, out: Path, staleness: int) -> dict:
 
 
 def completion_rate(times: list[tuple[float, int]], tokens: dict[int, float], a) -> float:
-    from model import peers
-
     return peers.steady([(t, k, tokens[k]) for t, k in times], a.warmup)["per_s"]
 
 
 def trl(a, rc, py: Path, tasks: Path) -> dict:
     import os
-
-    from model import peers
 
     ro, al, par = rc["rollout"], rc["algo"], rc["parallel"]
     cmd = [str(py), str(Path(__file__).with_name("peer_trl_grpo.py")), "--model", str(a.inp / "hf"),
@@ -73,7 +68,7 @@ def trl(a, rc, py: Path, tasks: Path) -> dict:
            "--seed", str(rc["train"]["seed"]), "--out", str(tasks.parent / "trl_grpo")]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # the domains' verifiers
     lines = peers.timed_lines(cmd, env=env, what="TRL GRPO")
-    msgs = [(t, json.loads(ln[len("PEER "):])) for t, ln in lines if ln.startswith("PEER ")]
+    msgs = peers.messages(lines)
     steps = [(t, m) for t, m in msgs if "step" in m]
     times = [(t, m["step"]) for t, m in steps]
     per = {m["step"]: m for _, m in steps}
@@ -95,20 +90,14 @@ def main(argv=None) -> int:
                     out="results JSON; its \"grpo\" section is (re)written")
     cli.recipe_args(ap, "rl", "rollout.max_tokens=96", recipe_help="RL recipe: group size, prompts per step, "
                     "completion length, batch, lr, clipping (both sides)")
-    ap.add_argument("--steps", type=int, default=10, help="optimizer steps per arm")
-    ap.add_argument("--warmup", type=int, default=2, help="first steps left out of the rates")
-    ap.add_argument("--rounds", type=int, default=2, help="times each arm runs (alternating order)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="TRL's torch threads (ours: torch default)")
-    ap.add_argument("--peers-venv", type=Path, default=None, help="TRL's environment (default .venv-peers)")
     ap.add_argument("--arms", default="ours,ours_k1,trl", help="comma-separated subset of ours, ours_k1, trl (the "
                     "ratios need ours and trl)")
+    peers.arm_args(ap, steps=10, warmup=2)
     a = ap.parse_args(argv)
-    from model import manifest, peers, recipe
+    from model import manifest, recipe
 
     with cli.input_errors():
-        if a.steps < a.warmup + 3 or a.warmup < 1:
-            raise ConfigError(f"--steps {a.steps} --warmup {a.warmup}: need warmup >= 1 and steps >= warmup + 3")
-        py = peers.peer_python(a.peers_venv or peers.PEERS_VENV)
+        py = peers.check_arm_args(a)
         manifest.verify(a.inp)
         manifest.verify(a.data, stage="data")
         rc = recipe.load_recipe("rl", a.recipe, a.overrides)

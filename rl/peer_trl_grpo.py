@@ -77,27 +77,20 @@ def main(argv=None) -> int:
         generation_kwargs={"eos_token_id": stops})
     timers = {"generate_s": 0.0, "reward_s": 0.0, "generate_and_score_s": 0.0}
 
+    def timed(method: str, key: str):
+        """GRPOTrainer's `method`, adding its seconds to timers[key]."""
+        def run(self, *args, **kw):
+            t0 = time.perf_counter()
+            try:
+                return getattr(super(Timed, self), method)(*args, **kw)
+            finally:
+                timers[key] += time.perf_counter() - t0
+        return run
+
     class Timed(trl.GRPOTrainer):
-        def _generate(self, *args, **kw):
-            t0 = time.perf_counter()
-            try:
-                return super()._generate(*args, **kw)
-            finally:
-                timers["generate_s"] += time.perf_counter() - t0
-
-        def _calculate_rewards(self, *args, **kw):
-            t0 = time.perf_counter()
-            try:
-                return super()._calculate_rewards(*args, **kw)
-            finally:
-                timers["reward_s"] += time.perf_counter() - t0
-
-        def _generate_and_score_completions(self, *args, **kw):
-            t0 = time.perf_counter()
-            try:
-                return super()._generate_and_score_completions(*args, **kw)
-            finally:
-                timers["generate_and_score_s"] += time.perf_counter() - t0
+        _generate = timed("_generate", "generate_s")
+        _calculate_rewards = timed("_calculate_rewards", "reward_s")
+        _generate_and_score_completions = timed("_generate_and_score_completions", "generate_and_score_s")
 
     class Lines(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **_):

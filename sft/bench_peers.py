@@ -28,7 +28,7 @@ from pathlib import Path
 if not __package__:  # run by path: the project's packages import from the repository root, as modules
     sys.exit("error: run it from the repository root as a module: python -m sft.bench_peers ...")
 
-from model import cli  # noqa: E402
+from model import cli, peers  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 
 TRL_ARMS = {"trl_bfd": "bfd", "trl_wrapped": "wrapped", "trl_none": "none"}
@@ -65,7 +65,6 @@ def documents(packs, pad_len: list[int]) -> list[dict]:
 
 def ours(a, rc, real: list[int], out: Path) -> dict:
     """sft/02_train.py from --base on --data; each step's real tokens from the rows its samples map to."""
-    from model import peers
     from model.parallel import single_process_env
 
     packs = importlib.import_module("sft.02_train").Packs
@@ -86,8 +85,6 @@ def ours(a, rc, real: list[int], out: Path) -> dict:
 
 
 def trl(a, rc, py: Path, docs: Path, packing: str) -> dict:
-    from model import peers
-
     par, tr = rc["parallel"], rc["train"]
     cmd = [str(py), str(Path(__file__).with_name("peer_trl.py")), "--model", str(a.base / "hf"), "--docs", str(docs),
            "--packing", packing, "--steps", str(a.steps), "--max-length", str(tr["seq_length"]),
@@ -95,7 +92,7 @@ def trl(a, rc, py: Path, docs: Path, packing: str) -> dict:
            "--lr", str(rc["optim"]["lr"]), "--threads", str(a.threads), "--seed", str(tr["seed"]),
            "--dtype", "bf16" if a.dtype == "bfloat16" else "fp32", "--out", str(docs.parent / f"trl_{packing}")]
     lines = peers.timed_lines(cmd, what=f"TRL SFT ({packing})")
-    msgs = [(t, json.loads(ln[len("PEER "):])) for t, ln in lines if ln.startswith("PEER ")]
+    msgs = peers.messages(lines)
     pts = [(t, m["step"], m["real_tokens"]) for t, m in msgs if "step" in m]
     info = {k: v for _, m in msgs for k, v in m.items() if k in ("isolation", "done")}
     return {"rate": peers.steady(pts, a.warmup), "isolation": info["isolation"], "peer": info["done"]}
@@ -106,19 +103,13 @@ def main(argv=None) -> int:
                     out="results JSON; its \"sft\" section is (re)written")
     cli.recipe_args(ap, "sft", "train.seq_length=512", recipe_help="SFT recipe: sequence length, rows per step, lr, "
                     "seed (both sides)")
-    ap.add_argument("--steps", type=int, default=24, help="optimizer steps per arm")
-    ap.add_argument("--warmup", type=int, default=4, help="first steps left out of the rates")
-    ap.add_argument("--rounds", type=int, default=2, help="times each arm runs (alternating order)")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="both sides' dtype")
-    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="TRL's torch threads (ours: torch default)")
-    ap.add_argument("--peers-venv", type=Path, default=None, help="TRL's environment (default .venv-peers)")
+    peers.arm_args(ap, steps=24, warmup=4)
     a = ap.parse_args(argv)
-    from model import manifest, peers, recipe
+    from model import manifest, recipe
 
     with cli.input_errors():
-        if a.steps < a.warmup + 3 or a.warmup < 1:
-            raise ConfigError(f"--steps {a.steps} --warmup {a.warmup}: need warmup >= 1 and steps >= warmup + 3")
-        py = peers.peer_python(a.peers_venv or peers.PEERS_VENV)
+        py = peers.check_arm_args(a)
         manifest.verify(a.base)
         manifest.verify(a.data, stage="sft_data")
         rc = recipe.load_recipe("sft", a.recipe, a.overrides)
