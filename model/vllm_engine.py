@@ -40,13 +40,17 @@ class Completion:
     token_ids: list[int]  # generated ids, including the stop token when one was produced
     logprobs: list[float]  # logprob of each generated id under the sampling distribution
     finish_reason: str  # "stop" | "length" | "prompt_too_long"
+    routing: object = None  # with record_routing: int16 [len(prompt + token_ids) - 1, MoE layers, k] expert ids
 
 
 class Engine:
     def __init__(self, hf_dir: Path, *, dtype: str = "float32", max_model_len: int | None = None, seed: int = 0,
                  kv_cache_gib: int = 2, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.5,
-                 enable_sleep_mode: bool = False, llm_kwargs: dict | None = None):
-        """llm_kwargs go to vllm.LLM as is (speculative_config, quantization, disable_log_stats...)."""
+                 enable_sleep_mode: bool = False, llm_kwargs: dict | None = None, record_routing: bool = False,
+                 router_flip_frac: float = 0.0):
+        """llm_kwargs go to vllm.LLM as is (speculative_config, quantization, disable_log_stats...).
+        record_routing: every completion carries the experts each position was routed to (model/vllm_routing.py;
+        prefix caching off); router_flip_frac: that share of tokens gets a forced router flip (experiments)."""
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -59,9 +63,17 @@ class Engine:
         self.hf_dir = Path(hf_dir)
         trained = json.loads((self.hf_dir / "config.json").read_text()).get("max_position_embeddings", 2048)
         max_model_len = min(max_model_len or trained, trained)  # beyond it needs RoPE scaling in the config
+        if record_routing:
+            kw["enable_prefix_caching"] = False  # a cached prefix is never computed: its routing would be missing
         self.llm = LLM(model=str(hf_dir), dtype=dtype, max_model_len=max_model_len, seed=seed, enforce_eager=True,
                        tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs", **kw,
                        **(llm_kwargs or {}))
+        self.routing = None
+        if record_routing or router_flip_frac:
+            from model import vllm_routing
+
+            self.routing = vllm_routing.install(self.llm, max_model_len, router_flip_frac)
+        self.record_routing = record_routing
         self.tokenizer = self.llm.get_tokenizer()
         vocab = self.tokenizer.get_vocab()
         self.stop_ids = [vocab[t] for t in STOP_TOKENS if t in vocab]
@@ -95,15 +107,27 @@ class Engine:
                                  logprobs=0, detokenize=False)  # text: decoded below, the same for every caller
                   for k, i in enumerate(keep)]
         outs = []
+        if self.routing is not None:
+            self.routing.take()  # nothing of an earlier call
         for a, b in _waves([ids[i] for i in keep], n, seed is not None or seeds is not None, self._limits):
             outs += self.llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in keep[a:b]], params[a:b],
                                       use_tqdm=False)
+        recorded = self.routing.take() if self.record_routing else None
         result = [[Completion("", [], [], "prompt_too_long") for _ in range(n)] for _ in prompts]
         for i, o in zip(keep, outs):
             result[i] = [Completion(self.text(list(c.token_ids)), list(c.token_ids),
                                     [lp[t].logprob for lp, t in zip(c.logprobs or [], c.token_ids)],
-                                    c.finish_reason or "length") for c in o.outputs]
+                                    c.finish_reason or "length", self._routing_of(recorded, ids[i], c.token_ids))
+                         for c in o.outputs]
         return result
+
+    @staticmethod
+    def _routing_of(recorded, prompt: list[int], out) -> object:
+        if recorded is None:
+            return None
+        from model import vllm_routing
+
+        return vllm_routing.routing_of(recorded, list(prompt) + list(out))
 
     def score(self, seqs: list[list[int]], temperature: float = 1.0) -> list[list[float]]:
         """Logprob of every token after the first of each sequence under the engine's weights."""

@@ -17,7 +17,7 @@ import torch
 from rl import objective
 
 STAT_KEYS = ("tokens", "loss_sum", "clip_frac_sum", "mismatch_abs_sum", "mismatch_kl_sum", "tis_capped_sum",
-             "is_masked_sum", "kl_sum")
+             "is_masked_sum", "kl_sum", "routing_tokens_sum", "routing_differ_sum")
 
 
 def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -28,9 +28,15 @@ def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: floa
     return -vocab_parallel_cross_entropy(x, labels.transpose(0, 1).contiguous()).transpose(0, 1)
 
 
-def _collect_fwd(temperature: float, data_iterator, model):
+def _forward(model, b: dict, replay):
+    if replay is not None:  # the engine's experts for this micro batch (rl/routing.py)
+        replay.set_batch(b.get("routing"))
+    return model(b["tokens"], b["position_ids"], b.get("attention_mask"))  # a mask: packed rows (rl/packing.py)
+
+
+def _collect_fwd(temperature: float, replay, data_iterator, model):
     b = next(data_iterator)
-    logits = model(b["tokens"], b["position_ids"], b.get("attention_mask"))  # a mask: packed rows (rl/packing.py)
+    logits = _forward(model, b, replay)
 
     def fn(output):
         return torch.zeros((), requires_grad=False), {"logprobs": token_logprobs(output, b["labels"], temperature).detach()}
@@ -39,7 +45,7 @@ def _collect_fwd(temperature: float, data_iterator, model):
 
 def _train_fwd(cfg, scale: float, data_iterator, model):
     b = next(data_iterator)
-    logits = model(b["tokens"], b["position_ids"], b.get("attention_mask"))
+    logits = _forward(model, b, cfg.replay)
 
     def fn(output):
         new = token_logprobs(output, b["labels"], cfg.temperature)
@@ -49,6 +55,8 @@ def _train_fwd(cfg, scale: float, data_iterator, model):
             clip_high=cfg.clip_high, tis_cap=cfg.tis_cap, ref_lp=b.get("ref_logprobs"), kl_coef=cfg.kl_coef,
             mis_low=cfg.mis_low, mis_high=cfg.mis_high, is_level=cfg.is_level, doc_ids=b.get("doc_ids"))
         st["loss_sum"] = loss_sum.detach()
+        if cfg.replay is not None:
+            st.update(cfg.replay.stats())
         return loss_sum * scale, {k: v.detach().float() for k, v in st.items()}
     return logits, fn
 
@@ -62,11 +70,13 @@ def _schedule(model, fwd, batches: list[dict], seq_length: int, forward_only: bo
 
 
 @torch.no_grad()
-def logprobs(model, batches: list[dict], seq_length: int, temperature: float) -> list[torch.Tensor] | None:
-    """[mbs, seq] logprobs per micro batch on the last pipeline stage (None on other stages)."""
+def logprobs(model, batches: list[dict], seq_length: int, temperature: float, replay=None
+             ) -> list[torch.Tensor] | None:
+    """[mbs, seq] logprobs per micro batch on the last pipeline stage (None on other stages); `replay`
+    (rl/routing.Replay of `model`): the batches' engine routing is replayed or compared."""
     model.eval()
     try:
-        out = _schedule(model, partial(_collect_fwd, temperature), batches, seq_length, forward_only=True)
+        out = _schedule(model, partial(_collect_fwd, temperature, replay), batches, seq_length, forward_only=True)
     finally:
         model.train()
     return [o["logprobs"] for o in out] if out else None
@@ -92,15 +102,15 @@ def count_tokens(batches: list[dict]) -> float:
     return float(t.item())
 
 
-def update(ddp, optimizer, scheduler, batches: list[dict], seq_length: int, global_batch_size: int, algo, temperature
-           ) -> dict:
-    """One optimizer step on this rank's micro batches of one minibatch."""
+def update(ddp, optimizer, scheduler, batches: list[dict], seq_length: int, global_batch_size: int, algo, temperature,
+           replay=None) -> dict:
+    """One optimizer step on this rank's micro batches of one minibatch; `replay` as in logprobs."""
     from megatron.core import parallel_state as ps
 
     class _C:  # the loss settings the micro batch closure needs
         pass
     cfg = _C()
-    cfg.__dict__.update(vars(algo), temperature=temperature)
+    cfg.__dict__.update(vars(algo), temperature=temperature, replay=replay)
     total = count_tokens(batches)
     scale = len(batches) * ps.get_data_parallel_world_size() / max(total, 1.0)
     ddp.zero_grad_buffer()
@@ -117,5 +127,7 @@ def update(ddp, optimizer, scheduler, batches: list[dict], seq_length: int, glob
             "mismatch_abs": st["mismatch_abs_sum"] / n, "mismatch_kl": st["mismatch_kl_sum"] / n,
             "tis_capped_frac": st["tis_capped_sum"] / n, "is_masked_frac": st["is_masked_sum"] / n,
             "kl_ref": st["kl_sum"] / n,
+            **({"routing_differ_frac": st["routing_differ_sum"] / max(st["routing_tokens_sum"], 1.0),
+                "routing_tokens": st["routing_tokens_sum"]} if replay is not None else {}),
             "grad_norm": float(grad_norm) if grad_norm is not None else math.nan,
             "lr": optimizer.param_groups[0]["lr"], "skipped": not ok, "update_s": time.perf_counter() - t0}
