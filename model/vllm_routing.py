@@ -66,6 +66,8 @@ class Recorder:
         if not routers:
             raise ValueError("routing capture needs a mixture-of-experts model: this engine's model has no router")
         self.layers = sorted(routers)
+        if self.layers != list(range(len(self.layers))):  # the trainer indexes routing by layer number
+            raise ValueError(f"routing capture needs every layer to be MoE: the MoE layers are {self.layers}")
         self.k = next(iter(routers.values())).top_k
         self._rows: dict[int, torch.Tensor] = {}
         self._sched = None

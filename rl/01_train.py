@@ -94,6 +94,10 @@ def main(argv=None) -> int:
         ws = int(os.environ.get("WORLD_SIZE", "1"))
         cfg.check_batch(rc.parallel.global_batch_size, rc.parallel.micro_batch_size,
                         rc.parallel.data_parallel_size(ws), ws, rc.parallel.pp, rc.train["seq_length"])
+        ro = cfg.rollout
+        if (ro.record_routing or ro.router_flip_frac) and not rc.model.is_moe:
+            raise ConfigError("rollout.record_routing / router_flip_frac need a mixture-of-experts policy "
+                              f"(model.num_experts={rc.model.num_experts}): set them false / 0")
         per_node = int(os.environ.get("LOCAL_WORLD_SIZE", ws))
         if torch.cuda.is_available() and cfg.rollout.engines == "spread" and cfg.rollout.tensor_parallel_size > per_node:
             raise ConfigError(f"rollout.tensor_parallel_size={cfg.rollout.tensor_parallel_size} > {per_node} GPUs per "
@@ -123,6 +127,7 @@ class Trainer(Hooks):
         self.metrics_path = a.results / "metrics.jsonl"
         self.updates_per_step = cfg.algo.minibatches
         self.scheduler = self.engine = self.pool = self.renderer = self.sync_dir = self.layout = self.ex = None
+        self.replay = None
         self.start_eval = self.start_records = None
         self.ahead: dict[int, tuple] = {}  # rank 0: step -> (samples, metrics) collected ahead (max_staleness > 0)
 
@@ -145,6 +150,10 @@ class Trainer(Hooks):
         r, par, ro = self.run, self.rc.parallel, self.cfg.rollout
         if common is None:
             checkpoint.load_model_only(r.model, self.a.inp / "mcore")
+        if ro.record_routing:  # the policy's routers compare with (and with algo.routing_replay, use) the engine's
+            from rl.routing import Replay
+
+            self.replay = Replay(r.model, replay=self.cfg.algo.routing_replay)
         # one process: tmpfs; several: the run directory, which every rank (and node) sees at the same path
         self.sync_dir = sync_dir(str(r.run_dir.resolve())) if parallel.world_size() == 1 else r.run_dir / "sync"
         self.layout = Layout.of(parallel.world_size(), parallel.rank(), ro.tensor_parallel_size, ro.engines)
@@ -201,7 +210,8 @@ class Trainer(Hooks):
         self.engine = EngineProcess(self.a.inp / "hf", max_model_len=tr["seq_length"], seed=tr["seed"],
                                     kv_cache_gib=ro.kv_cache_gib, gpu_memory_utilization=ro.gpu_memory_utilization,
                                     enable_sleep_mode=gpu and ro.sleep_between, dtype=ro.dtype,
-                                    tensor_parallel_size=ro.tensor_parallel_size, devices=devices)
+                                    tensor_parallel_size=ro.tensor_parallel_size, devices=devices,
+                                    record_routing=ro.record_routing, router_flip_frac=ro.router_flip_frac)
 
     # ---- one step's data (every rank takes part; rank 0 gets it) -----------------------------------------
     def generate(self, picks: list[tuple], seed: int) -> tuple[list, list, float, float] | None:
@@ -291,8 +301,9 @@ class Trainer(Hooks):
         # pipeline stages exchange fixed shapes; otherwise pad only to the step's longest trajectory
         length = self.rc.train["seq_length"] if self.rc.parallel.pp > 1 else \
             objective.batch_length(used, self.rc.train["seq_length"])
-        samples = objective.build_samples(used, [x for g in kept for x in g[1]], length, self.pad_id)
-        samples += [objective.empty_sample(length, self.pad_id) for _ in range(want * n - len(samples))]
+        rshape = (self.rc.model.num_layers, self.rc.model.moe_router_topk) if ro.record_routing else None
+        samples = objective.build_samples(used, [x for g in kept for x in g[1]], length, self.pad_id, rshape)
+        samples += [objective.empty_sample(length, self.pad_id, rshape) for _ in range(want * n - len(samples))]
         scored = sum(f["scored"] for f in fam.values())
         m = {"rollout_s": t_roll, "reward_s": t_rew, "rounds": rounds, "groups_rolled": groups,
              "groups_used": len(kept), "zero_var_frac": flat / max(groups, 1), "infra_errors": infra,
@@ -329,14 +340,20 @@ class Trainer(Hooks):
                 for b, lp in zip(mbs, policy.logprobs(self.ref, mbs, seq, self.cfg.rollout.temperature) or []):
                     b["ref_logprobs"] = lp
             if k > 1:  # the ratio's denominator: the policy before any minibatch of this batch
-                for b, lp in zip(mbs, policy.logprobs(self.run.ddp, mbs, seq, self.cfg.rollout.temperature) or []):
+                for b, lp in zip(mbs, policy.logprobs(self.run.ddp, mbs, seq, self.cfg.rollout.temperature,
+                                                      self.replay) or []):
                     b["old_logprobs"] = lp
         ms = [policy.update(self.run.ddp, self.run.opt, self.run.sched, mbs, seq, par.global_batch_size, self.cfg.algo,
-                            self.cfg.rollout.temperature) for mbs in minis]
+                            self.cfg.rollout.temperature, self.replay) for mbs in minis]
         out = dict(ms[0])
         w = [m["action_tokens"] for m in ms]  # per-token statistics: weigh minibatches by their tokens
         for key in ("loss", "clip_frac", "mismatch_abs", "mismatch_kl", "tis_capped_frac", "is_masked_frac", "kl_ref"):
             out[key] = float(np.average([m[key] for m in ms], weights=w)) if sum(w) else 0.0
+        if self.replay is not None:
+            rt = [m["routing_tokens"] for m in ms]
+            out["routing_tokens"] = sum(rt)
+            out["routing_differ_frac"] = float(np.average([m["routing_differ_frac"] for m in ms], weights=rt)) \
+                if sum(rt) else 0.0
         out["grad_norm"] = float(np.mean([m["grad_norm"] for m in ms]))
         out["update_s"] = sum(m["update_s"] for m in ms)
         out["action_tokens"] = sum(m["action_tokens"] for m in ms)
@@ -459,6 +476,7 @@ class Trainer(Hooks):
               f"zero_var {m['zero_var_frac']:.2f} | groups {m['groups_used']}/{self.cfg.rollout.groups_per_step} "
               f"| infra {m['infra_errors']} (cut {m['rollouts_cut']}, retries {m['tool_retries']}) "
               f"| loss {m['loss']:.5f} | mismatch {m['mismatch_abs']:.2e} | "
+              + (f"routing differs {m['routing_differ_frac']:.3f} | " if "routing_differ_frac" in m else "")
               + (f"weights v{m['weight_version']} (stale {m['staleness']}) | " if self.cfg.rollout.max_staleness else "")
               + f"grad_norm {m['grad_norm']:.3f} | rollout {m['rollout_s']:.1f}s reward {m['reward_s']:.1f}s "
               f"update {m['update_s']:.1f}s sync {m['sync_s']:.2f}s | elapsed {fmt_time(elapsed)} | "

@@ -36,6 +36,9 @@ class RolloutConfig:
     max_staleness: int = 0  # k: the rollouts of step s use the weights of step max(0, s - k); 0 = lockstep
     weight_sync: str = "memory"  # memory: tensors to each engine in shared memory (no TP/PP/CP split) | files
     overlap: bool = True  # k > 0: generate step s + k's rollouts while step s updates (false: one after the other)
+    record_routing: bool = False  # MoE: the engine records each token's experts; the update logs the share of
+    # tokens the trainer routes otherwise (routing_differ_frac) and can replay them (algo.routing_replay)
+    router_flip_frac: float = 0.0  # experiments: this share of the engine's router decisions is forced to flip
 
 
 @dataclass
@@ -50,6 +53,7 @@ class AlgoConfig:
     is_level: str = "token"  # token | sequence: weigh each token, or each trajectory by its product of ratios
     minibatches: int = 1  # optimizer steps per rollout batch (>1 = off-policy minibatches, clipping active)
     pack: bool = False  # update on trajectories packed into rows (rl/packing.py; PP=1; a dense s x s mask per row)
+    routing_replay: bool = False  # MoE: the update routes each token to the experts the engine used (rl/routing.py)
     pack_length: int = 0  # row capacity of algo.pack (0 = train.seq_length; a longer trajectory gets its own row):
     # shorter rows cost less attention (each row's mask is s x s) in more forward passes
 
@@ -146,6 +150,13 @@ class RLConfig:
                               "ranks) or one (rank 0's)")
         if r.weight_sync not in ("memory", "files"):
             raise ConfigError(f"rollout.weight_sync={r.weight_sync!r}: use memory or files")
+        if a.routing_replay and not r.record_routing:
+            raise ConfigError("algo.routing_replay=true needs the engine's routing: set rollout.record_routing=true")
+        if not 0 <= r.router_flip_frac < 1:
+            raise ConfigError(f"rollout.router_flip_frac={r.router_flip_frac} must be in [0, 1)")
+        if (r.record_routing or r.router_flip_frac) and r.tensor_parallel_size != 1:
+            raise ConfigError(f"rollout.record_routing / router_flip_frac need rollout.tensor_parallel_size=1 (is "
+                              f"{r.tensor_parallel_size}): the routing hooks reach the engine's worker in its process")
         if r.max_staleness < 0:
             raise ConfigError(f"rollout.max_staleness={r.max_staleness} must be >= 0 (0 = lockstep)")
         if a.minibatches < 1 or r.groups_per_step % a.minibatches:

@@ -68,14 +68,21 @@ def trim_microbatch(mb: dict, multiple: int = 16) -> dict:
     used = mb["loss_mask"].sum(0).nonzero()
     keep = int(used[-1]) + 1 if len(used) else 1
     keep = min(seq, -(-keep // multiple) * multiple)
-    return {k: (v[:, :keep].contiguous() if v.dim() == 2 and v.shape[1] == seq else v) for k, v in mb.items()}
+    return {k: (v[:, :keep].contiguous() if v.dim() >= 2 and v.shape[1] == seq else v) for k, v in mb.items()}
 
 
-def build_samples(rollouts, advantages, seq_length: int, pad_id: int) -> list[dict]:
+def routing_shape(rollouts) -> tuple[int, int] | None:
+    """(MoE layers, k) of the engine routing the rollouts carry (rollout.record_routing), None without."""
+    return next((tuple(r.routing.shape[1:]) for r in rollouts if getattr(r, "routing", None) is not None), None)
+
+
+def build_samples(rollouts, advantages, seq_length: int, pad_id: int, routing: tuple[int, int] | None = None
+                  ) -> list[dict]:
     """One trainer sample per rollout: next-token labels, the action mask and per-token tensors, padded.
 
     Position i predicts tokens[i+1]; loss_mask[i] = 1 when tokens[i+1] was sampled by the policy and the
-    rollout is not excluded. Sequences longer than seq_length are cut (their tail is not trained)."""
+    rollout is not excluded. Sequences longer than seq_length are cut (their tail is not trained). With
+    `routing` = (layers, k) each sample carries the engine's experts per position (-1 where unknown)."""
     out = []
     for r, a in zip(rollouts, advantages):
         toks = r.tokens[:seq_length + 1]
@@ -91,15 +98,28 @@ def build_samples(rollouts, advantages, seq_length: int, pad_id: int) -> list[di
             "rollout_logprobs": torch.tensor(list(lps) + [0.0] * pad, dtype=torch.float32),
             "position_ids": torch.arange(seq_length),
         })
+        if routing is not None:
+            out[-1]["routing"] = _routing(getattr(r, "routing", None), seq_length, routing)
     return out
 
 
-def empty_sample(seq_length: int, pad_id: int) -> dict:
+def _routing(rt, seq_length: int, shape: tuple[int, int]) -> torch.Tensor:
+    t = torch.full((seq_length, *shape), -1, dtype=torch.int16)
+    if rt is not None:
+        n = min(len(rt), seq_length)
+        t[:n] = torch.from_numpy(rt[:n])
+    return t
+
+
+def empty_sample(seq_length: int, pad_id: int, routing: tuple[int, int] | None = None) -> dict:
     """A zero-weight filler (dynamic sampling found fewer informative groups than the batch holds)."""
     z = torch.zeros(seq_length)
-    return {"tokens": torch.full((seq_length,), pad_id), "labels": torch.full((seq_length,), pad_id),
-            "loss_mask": z.clone(), "advantages": z.clone(), "rollout_logprobs": z.clone(),
-            "position_ids": torch.arange(seq_length)}
+    out = {"tokens": torch.full((seq_length,), pad_id), "labels": torch.full((seq_length,), pad_id),
+           "loss_mask": z.clone(), "advantages": z.clone(), "rollout_logprobs": z.clone(),
+           "position_ids": torch.arange(seq_length)}
+    if routing is not None:
+        out["routing"] = _routing(None, seq_length, routing)
+    return out
 
 
 def engine_weights(old_lp: torch.Tensor, rollout_lp: torch.Tensor, mask: torch.Tensor, *, tis_cap: float,

@@ -10,7 +10,8 @@ are cut to their fullest row rounded up to `multiple`: the positions trained are
 fewer forward passes than one micro batch per group. Positions in a row run on across its
 trajectories: RoPE scores depend only on the distance between two tokens of the same trajectory, as in SFT's
 packs. Each micro batch carries `doc_ids` (1.. per trajectory, 0 for padding) for the sequence-level importance
-weight, which is then one product per trajectory, not per row.
+weight, which is then one product per trajectory, not per row. The engine's routing (`routing`, rl/routing.py) rides
+along when the samples carry it, -1 (the trainer routes) on padding.
 """
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def pack(samples: list[dict], seq_length: int, micro_batch_size: int, multiple: 
     """One DP rank's samples (rl/objective.build_samples) -> its packed micro batches (possibly none), with the
     per-position `fields` of the samples; rows hold up to `row_length` positions (0: seq_length), and a longer
     trajectory gets a row of its own."""
+    if samples and "routing" in samples[0] and "routing" not in fields:
+        fields = (*fields, "routing")
     lengths = [min(trained_length(s), seq_length) for s in samples]
     cap = row_length or seq_length
     rows = []
@@ -71,7 +74,10 @@ def _stack(rows: list[dict], seq_length: int, multiple: int) -> dict:
     width = min(seq_length, max(multiple, -(-max(len(r["tokens"]) for r in rows) // multiple) * multiple))
     out = {}
     for k in rows[0]:
-        t = torch.zeros(len(rows), width, dtype=torch.long if k in ("tokens", "labels", "doc_ids") else torch.float32)
+        if k == "routing":  # -1: no engine routing (padding)
+            t = torch.full((len(rows), width, *rows[0][k].shape[1:]), -1, dtype=rows[0][k].dtype)
+        else:
+            t = torch.zeros(len(rows), width, dtype=torch.long if k in ("tokens", "labels", "doc_ids") else torch.float32)
         for j, r in enumerate(rows):
             t[j, :len(r[k])] = r[k]
         out[k] = t

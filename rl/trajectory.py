@@ -49,6 +49,7 @@ class Rollout:
     tool_retries: int = 0  # tool calls retried after an infrastructure failure
     infra_error: str | None = None  # the rollout loop's mark: tool failed after retries, or cut at its budget
     cut: bool = False  # cut at the long lane's wall budget (rollout.long_timeout_s)
+    routing: Any = None  # with rollout.record_routing: int16 [len(tokens) - 1, MoE layers, k], -1 = not computed
 
 
 class Renderer:
@@ -120,6 +121,7 @@ def rollout(engine, renderer: Renderer, items: list[tuple[Domain, Task]], *, n: 
             r.task.max_turns = min(r.task.max_turns, max_turns)
     by_id = {id(r.task.messages[0]): r for r in outs}
     index = {id(r): (groups[i // n] if groups is not None else i // n) * n + i % n for i, r in enumerate(outs)}
+    turn_routing: dict[int, list] = {}
 
     def lane_generate(lane: int):
         def generate_batch(convs: list[list[dict]]) -> list[str]:
@@ -129,8 +131,11 @@ def rollout(engine, renderer: Renderer, items: list[tuple[Domain, Task]], *, n: 
             got = engine.generate(prompts, n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                                   seeds=seeds)
             texts = []
-            for r, g in zip(rs, got):
+            for r, g, p in zip(rs, got, prompts):
                 sample = g[0]
+                if sample.routing is not None:  # which sequence it covers: the engine's prompt + output
+                    turn_routing.setdefault(id(r), []).append((p + sample.token_ids, sample.routing))
+                    sample.routing = None
                 r.turns.append(sample)
                 r.truncated |= sample.finish_reason != "stop"
                 texts.append(renderer.text(sample))
@@ -146,7 +151,25 @@ def rollout(engine, renderer: Renderer, items: list[tuple[Domain, Task]], *, n: 
         r.tool_retries, r.infra_error, r.cut = st["tool_retries"], st["infra_error"], st["cut"]
         conv = list(r.task.messages) + r.messages
         r.tokens, r.action_mask, r.rollout_logprobs = renderer.build(r.task.messages, conv, r.turns, False)
+        if id(r) in turn_routing:
+            r.routing = merge_routing(r.tokens, turn_routing[id(r)])
     return outs
+
+
+def merge_routing(tokens: list[int], turns: list[tuple[list[int], Any]]):
+    """The trajectory's routing from its turns' (engine sequence, routing): position i takes the last turn whose
+    sequence agrees with the trajectory up to token i (a later turn's prefill recomputed the earlier positions);
+    positions no turn computed (text after the last turn) stay -1."""
+    import numpy as np
+
+    first = turns[0][1]
+    out = np.full((max(len(tokens) - 1, 0), *first.shape[1:]), -1, first.dtype)
+    for seq, rt in turns:
+        n = min(len(rt), len(out), len(seq))
+        same = np.asarray(seq[:n]) == np.asarray(tokens[:n])
+        n = int(np.argmin(same)) if not same.all() else n
+        out[:n] = rt[:n]
+    return out
 
 
 def lane_metrics(rolls: list[Rollout]) -> dict:

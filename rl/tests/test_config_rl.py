@@ -68,3 +68,14 @@ def test_an_importance_correction_that_cannot_work_is_refused_by_name(algo, matc
     with pytest.raises(ConfigError, match=match):
         RLConfig.from_dict({"algo": algo})
     RLConfig.from_dict({"algo": {"mis_low": 0.5, "mis_high": 2.0, "is_level": "sequence"}})  # a valid band
+
+
+@pytest.mark.parametrize("cfg,match", [({"algo": {"routing_replay": True}}, r"needs the engine's routing"),
+                                       ({"rollout": {"router_flip_frac": 1.0}}, r"router_flip_frac=1\.0 must be"),
+                                       ({"rollout": {"record_routing": True, "tensor_parallel_size": 2}},
+                                        r"need rollout\.tensor_parallel_size=1")])
+def test_routing_options_that_cannot_work_are_refused_by_name(cfg, match):
+    from rl.config import RLConfig
+
+    with pytest.raises(ConfigError, match=match):
+        RLConfig.from_dict(cfg)

@@ -101,3 +101,15 @@ def test_packing_with_pipeline_stages_is_refused():
     cfg = RLConfig.from_dict({"rollout": {"groups_per_step": 2, "samples_per_prompt": 4}, "algo": {"pack": True}})
     with pytest.raises(ConfigError, match="algo.pack=true needs parallel.pp=1"):
         cfg.check_batch(8, 1, 1, 2, pp=2)
+
+
+def test_engine_routing_rides_along_packed_rows_and_padding_routes_itself():
+    samples = [_sample(10, 5, 1.0, seed=1), _sample(8, 12, -1.0, seed=3)]
+    for j, s in enumerate(samples):
+        s["routing"] = torch.full((64, 3, 2), j + 1, dtype=torch.int16)
+    mbs = packing.pack(samples, 64, micro_batch_size=2)
+    rt = mbs[0]["routing"]
+    assert rt.shape[:2] == mbs[0]["tokens"].shape and rt.shape[2:] == (3, 2) and rt.dtype == torch.int16
+    doc = mbs[0]["doc_ids"]
+    assert ((rt[..., 0, 0] == -1) == (doc == 0)).all()  # padding: -1, the trainer's own routing
+    assert (rt[doc > 0] > 0).all()

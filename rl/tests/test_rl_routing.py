@@ -32,3 +32,24 @@ def test_routing_mismatch_is_measured(check):
     else:
         assert 0.25 < check["routing_differ_frac"] < 0.9  # a token differs when any of its layers flipped
         assert check["own_err"] > 1e-2  # without replay the flips show in the logprobs
+
+
+FLIPS = ["train.steps=3", "eval.at_start=false", "eval.samples=0", "rollout.record_routing=true",
+         "rollout.router_flip_frac=0.25", "algo.pack=true", "rollout.dynamic_sampling=false"]  # every group trains
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("replay", [False, True], ids=["own_routing", "replayed"])
+def test_rl_steps_with_router_flips_log_the_routing_mismatch_and_replay_removes_it(chain, tmp_path, replay):
+    from rl.tests.test_rl_train import cmd, metrics
+
+    out = tmp_path / "rl"
+    r = run(cmd(chain, out, *FLIPS, f"algo.routing_replay={str(replay).lower()}"), timeout=1200)
+    assert r.returncode == 0, r.stderr[-4000:]
+    ms = [m for m in metrics(out) if m["action_tokens"]]
+    assert ms and "routing differs" in r.stdout
+    assert all(m["routing_differ_frac"] > 0.2 for m in ms)  # the flipped engine routed otherwise on those tokens
+    if replay:  # the trainer's old logprobs are the engine's again
+        assert all(m["mismatch_abs"] < 1e-5 for m in ms)
+    else:
+        assert all(m["mismatch_abs"] > 1e-4 for m in ms)

@@ -73,3 +73,17 @@ def test_group_copies_are_independent(tok_dir):
     rs = rollout(Echo(), Renderer(tok), [(d, task)], n=3, temperature=1.0, top_p=1.0, max_tokens=8, seed=0)
     assert [r.messages[-1]["content"] for r in rs] == ["Answer: 0", "Answer: 1", "Answer: 2"]
     assert Echo.calls == 1  # one batched engine call per turn
+
+
+def test_trajectory_routing_takes_the_latest_turn_that_computed_each_position():
+    import numpy as np
+
+    from rl.trajectory import merge_routing
+
+    tokens = [1, 2, 3, 4, 5, 6, 7, 8]  # turn 1: 1 2 3 | 4 5 sampled; turn 2 re-reads them, samples 7 8 after 6
+    t1 = ([1, 2, 3, 4, 5], np.full((4, 2, 1), 1, np.int16))
+    t2 = ([1, 2, 3, 4, 5, 6, 7, 8], np.full((7, 2, 1), 2, np.int16))
+    assert merge_routing(tokens, [t1, t2])[:, 0, 0].tolist() == [2] * 7
+    out = merge_routing(tokens + [9, 9], [t1])  # text after the last turn: not computed by the engine
+    assert out[:, 0, 0].tolist() == [1] * 4 + [-1] * 5
+    assert merge_routing([1, 2, 9, 4, 5], [t1])[:, 0, 0].tolist() == [1, 1, -1, -1]  # a diverging turn stops there
