@@ -2,8 +2,9 @@
 # # The mismatch lab: one source of engine/trainer mismatch at a time, per correction
 # Reads `results/rl/experiments/mismatch.json` (schema `rl.experiment.mismatch`, written by
 # `rl/02_experiments.py mismatch`, `make rl-mismatch-lab`): per arm `<source>_<correction>_s<S>` (source: `stale<k>`,
-# the rollouts k weight versions behind the trainer, or `bf16`, the engine in bfloat16 against the float32
-# trainer; correction: `none`, `tis`, `mis`, `seq_mis`; seed S) the mean logprob mismatch of the sampled tokens
+# the rollouts k weight versions behind the trainer, `bf16`, the engine in bfloat16 against the float32
+# trainer, or `flip<p>`, p% of the engine's router decisions forced to flip; correction: `none`, `tis`, `mis`,
+# `seq_mis`, `replay` (routing replay); seed S) the mean logprob mismatch of the sampled tokens
 # over the training steps (`mismatch_abs_mean`), the share of tokens the correction capped or masked, the reward
 # curve and the paired held-out change against the SFT weights (`heldout_delta`). Left: the mismatch per source
 # (dots: seeds x corrections). Right: the paired held-out change per arm with its 95% interval over tasks.
@@ -20,7 +21,7 @@ p = find("rl/experiments/mismatch.json")
 doc = load(p) if p else None
 mism, delta, shares = defaultdict(list), defaultdict(list), defaultdict(list)
 for name, arm in ((doc or {}).get("arms") or {}).items():
-    m = re.fullmatch(r"(stale\d+|bf16)_(none|tis|mis|seq_mis)_s(\d+)", name)
+    m = re.fullmatch(r"(stale\d+|bf16|flip\d+)_(none|tis|mis|seq_mis|replay)_s(\d+)", name)
     if not m or arm.get("mismatch_abs_mean") is None:
         skip(f"{p}: arm {name}", "unrecognised arm (want <source>_<correction>_s<S> with mismatch_abs_mean)")
         continue
@@ -37,7 +38,7 @@ print("paired held-out change (pts):", {f"{s}/{c}": [round(x, 2) for x, _ in v] 
 
 # %%
 def order(src: str) -> tuple:
-    return (0, int(src[5:])) if src.startswith("stale") else (1, 0)
+    return (0, int(src[5:])) if src.startswith("stale") else (2, int(src[4:])) if src.startswith("flip") else (1, 0)
 
 
 if mism:
@@ -49,12 +50,12 @@ if mism:
         ax.plot([i - 0.2, i + 0.2], [np.mean(mism[s])] * 2, color="#4c72b0")
     ax.set_yscale("log")
     ax.set_xticks(range(len(srcs)), srcs)
-    ax.set_xlabel("mismatch source (stale<k>: rollouts k weight versions behind)")
+    ax.set_xlabel("mismatch source (stale<k>: rollouts k versions behind; flip<p>: p% router flips)")
     ax.set_ylabel("mean |trainer - engine| logprob of sampled tokens")
     ax.set_title("Logprob mismatch by source", fontsize=10)
     if delta:
         ax = axes[0][1]
-        keys = sorted(delta, key=lambda k: (order(k[0]), ["none", "tis", "mis", "seq_mis"].index(k[1])))
+        keys = sorted(delta, key=lambda k: (order(k[0]), ["none", "tis", "mis", "seq_mis", "replay"].index(k[1])))
         for j, k in enumerate(keys):
             for y, ci in delta[k]:
                 ax.errorbar(j, y, yerr=[[y - ci[0]], [ci[1] - y]], fmt="o", color="#dd8452", capsize=2, ms=4)

@@ -11,15 +11,18 @@
         --out results/rl/experiments/seeds.json --seeds 0,1,2
     # mismatch lab: one source of engine/trainer mismatch at a time x one correction (make rl-mismatch-lab)
     python -m rl.02_experiments mismatch --in checkpoints/sft --data data/domains \
-        --out results/rl/experiments/mismatch.json --sources stale0,stale1,stale2,stale4,bf16 \
-        --corrections none,tis,mis --seeds 0,1
+        --out results/rl/experiments/mismatch.json --sources stale0,stale1,stale2,stale4,bf16,flip10 \
+        --corrections none,tis,mis,replay --seeds 0,1
     # micro (minutes): add --recipe micro_cpu; cluster: --recipe qwen3_30b_a3b_h200x8 --launch "torchrun --nproc-per-node 8"
 
 Each arm is one rl/01_train.py run with the same recipe and train.steps; only the arm's setting and the seed
-change. The mismatch lab's sources: stale<k> (rollout.max_staleness k: the engine k weight versions behind) and
-bf16 (the engine in bfloat16, the trainer in float32); its corrections: none (algo.tis_cap 0), tis (truncated IS,
-cap 2), mis (masked IS, band [0.5, 2]), seq_mis (the band on the trajectory's product of ratios). Not in it (not
-built on the CPU): an int8 rollout engine and forced router flips with routing replay. Layout (arm names:
+change. The mismatch lab's sources: stale<k> (rollout.max_staleness k: the engine k weight versions behind), bf16
+(the engine in bfloat16, the trainer in float32) and flip<p> (the engine's router forced to flip on p% of its
+decisions, rollout.router_flip_frac); its corrections: none (algo.tis_cap 0), tis (truncated IS, cap 2), mis
+(masked IS, band [0.5, 2]), seq_mis (the band on the trajectory's product of ratios), replay (routing replay: the
+update routes every token to the engine's experts, rl/routing.py; no IS weight). Every flip<p> arm and every replay
+arm records the engine's routing, so its metrics log the share of tokens the trainer routes otherwise. Not in it:
+an int8 rollout engine (int8 is the serving variant's, not a rollout engine here). Layout (arm names:
 k<K>_s<S> for domain scaling, <uniform|pass_rate>_s<S> for the scheduler, s<S> for seeds, <source>_<correction>_s<S>
 for the mismatch lab):
     <out>                       summary (model/results.py schema): per arm the held-out pass rate at the end, the
@@ -64,13 +67,11 @@ def arms(a) -> list[tuple[str, list[str]]]:
         elif a.experiment == "mismatch":
             for src in a.sources.split(","):
                 src = src.strip()
-                if src not in SOURCES and not (src.startswith("stale") and src[5:].isdigit()):
-                    raise ConfigError(f"--sources entry {src!r}: use stale<k> (k >= 0) or {', '.join(SOURCES)}")
+                src_sets = source_sets(src)
                 for cor in a.corrections.split(","):
                     cor = cor.strip()
                     if cor not in CORRECTIONS:
                         raise ConfigError(f"--corrections entry {cor!r}: use one of {', '.join(CORRECTIONS)}")
-                    src_sets = SOURCES.get(src) or [f"rollout.max_staleness={int(src[5:])}"]
                     out.append((f"{src}_{cor}_s{seed}", base + src_sets + CORRECTIONS[cor]))
         else:
             for mode in ("uniform", "pass_rate"):
@@ -78,11 +79,25 @@ def arms(a) -> list[tuple[str, list[str]]]:
     return out
 
 
-SOURCES = {"bf16": ["rollout.dtype=bfloat16"]}  # besides stale<k>
+SOURCES = {"bf16": ["rollout.dtype=bfloat16"]}  # besides stale<k> and flip<p>
 CORRECTIONS = {"none": ["algo.tis_cap=0"], "tis": ["algo.tis_cap=2"],
                "mis": ["algo.tis_cap=0", "algo.mis_low=0.5", "algo.mis_high=2"],
-               "seq_mis": ["algo.tis_cap=0", "algo.mis_low=0.5", "algo.mis_high=2", "algo.is_level=sequence"]}
-MISMATCH_KEYS = ("mismatch_abs", "mismatch_kl", "tis_capped_frac", "is_masked_frac", "staleness")
+               "seq_mis": ["algo.tis_cap=0", "algo.mis_low=0.5", "algo.mis_high=2", "algo.is_level=sequence"],
+               "replay": ["algo.tis_cap=0", "rollout.record_routing=true", "algo.routing_replay=true"]}
+MISMATCH_KEYS = ("mismatch_abs", "mismatch_kl", "tis_capped_frac", "is_masked_frac", "staleness",
+                 "routing_differ_frac", "rollout_s")
+
+
+def source_sets(src: str) -> list[str]:
+    """The recipe overrides of one mismatch source of the lab."""
+    if src in SOURCES:
+        return SOURCES[src]
+    if src.startswith("stale") and src[5:].isdigit():
+        return [f"rollout.max_staleness={int(src[5:])}"]
+    if src.startswith("flip") and src[4:].isdigit() and 0 < int(src[4:]) < 100:
+        return ["rollout.record_routing=true", f"rollout.router_flip_frac={int(src[4:]) / 100}"]
+    raise ConfigError(f"--sources entry {src!r}: use stale<k> (k >= 0), flip<p> (0 < p < 100) or "
+                      f"{', '.join(SOURCES)}")
 
 
 def arm_paths(out: Path, work: Path, name: str) -> tuple[Path, Path]:
@@ -121,9 +136,9 @@ def main(argv=None) -> int:
                     set_help="recipe override for every arm (e.g. train.steps=10)")
     ap.add_argument("--ks", default="1,4,16,64,all", help="domain counts for domain_scaling")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (each arm runs once per seed)")
-    ap.add_argument("--sources", default="stale0,stale1,stale2,stale4,bf16",
-                    help="mismatch sources of the mismatch lab: stale<k>, bf16")
-    ap.add_argument("--corrections", default="none,tis,mis", help="corrections of the mismatch lab: "
+    ap.add_argument("--sources", default="stale0,stale1,stale2,stale4,bf16,flip10",
+                    help="mismatch sources of the mismatch lab: stale<k>, bf16, flip<p>")
+    ap.add_argument("--corrections", default="none,tis,mis,replay", help="corrections of the mismatch lab: "
                                                                   + ", ".join(CORRECTIONS))
     ap.add_argument("--launch", default=sys.executable, help="launcher, e.g. 'torchrun --nproc-per-node 8'")
     a = ap.parse_args(argv)

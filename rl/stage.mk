@@ -11,8 +11,8 @@ $(CKPT)/rl/manifest.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.jso
 rl-scaling: $(RESULTS)/rl/experiments/domain_scaling.json ## RL on k in RL_KS training domains, equal steps, held-out pass rate
 rl-sched-ablation: $(RESULTS)/rl/experiments/scheduler.json ## uniform vs pass-rate-aware task scheduler at equal steps
 rl-seeds: $(RESULTS)/rl/experiments/seeds.json ## the rl recipe once per seed in RL_SEEDS (train.seed = 1234 + seed), paired held-out gain of each
-RL_MISMATCH_SOURCES ?= stale0,stale1,stale2,stale4,bf16## mismatch sources of rl-mismatch-lab: stale<k> (rollouts k versions behind), bf16 engine
-RL_MISMATCH_CORRECTIONS ?= none,tis,mis## corrections of rl-mismatch-lab: none, tis, mis, seq_mis
+RL_MISMATCH_SOURCES ?= stale0,stale1,stale2,stale4,bf16,flip10## mismatch sources of rl-mismatch-lab: stale<k> (rollouts k versions behind), bf16 engine, flip<p> (p% forced router flips)
+RL_MISMATCH_CORRECTIONS ?= none,tis,mis,replay## corrections of rl-mismatch-lab: none, tis, mis, seq_mis, replay (routing replay)
 rl-mismatch-lab: $(RESULTS)/rl/experiments/mismatch.json ## one mismatch source at a time x one correction: logprob mismatch, reward curve, held-out gain
 
 # each experiment of rl/02_experiments.py: its summary under results/, its arms' weights under checkpoints/

@@ -54,6 +54,14 @@ def test_mismatch_lab_arms_inject_one_source_and_one_correction_each():
 
     from model.config import ConfigError
 
-    for bad in ({"sources": "int8"}, {"corrections": "clip"}):
-        with pytest.raises(ConfigError, match="--sources entry 'int8'|--corrections entry 'clip'"):
+    for bad in ({"sources": "int8"}, {"sources": "flip100"}, {"corrections": "clip"}):
+        with pytest.raises(ConfigError, match="--sources entry '(int8|flip100)'|--corrections entry 'clip'"):
             exp.arms(argparse.Namespace(**{**vars(a), **bad}))
+
+
+def test_router_flip_arms_record_routing_and_replay_uses_it():
+    a = argparse.Namespace(experiment="mismatch", ks="", seeds="1", sources="flip10", corrections="none,replay")
+    arms = dict(exp.arms(a))
+    assert arms["flip10_none_s1"] == ["train.seed=1235", "rollout.record_routing=true", "rollout.router_flip_frac=0.1",
+                                      "algo.tis_cap=0"]
+    assert arms["flip10_replay_s1"][-2:] == ["rollout.record_routing=true", "algo.routing_replay=true"]
