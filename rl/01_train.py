@@ -98,6 +98,16 @@ def main(argv=None) -> int:
         if (ro.record_routing or ro.router_flip_frac) and not rc.model.is_moe:
             raise ConfigError("rollout.record_routing / router_flip_frac need a mixture-of-experts policy "
                               f"(model.num_experts={rc.model.num_experts}): set them false / 0")
+        if ro.quantization != "none":
+            from model import quantize
+
+            want, why = quantize.serve_dtype()
+            if ro.dtype != want:
+                raise ConfigError(f"rollout.quantization={ro.quantization} runs in {want} on this machine ({why}): "
+                                  f"set rollout.dtype={want}")
+        if not ro.evaluates_itself(torch.cuda.is_available()) and rc.parallel.ep > 1:
+            raise ConfigError(f"a quantized, flipped or non-float32 rollout engine leaves evaluation to a float32 engine "
+                              f"on rank 0's weights, which needs parallel.ep=1 (is {rc.parallel.ep})")
         per_node = int(os.environ.get("LOCAL_WORLD_SIZE", ws))
         if torch.cuda.is_available() and cfg.rollout.engines == "spread" and cfg.rollout.tensor_parallel_size > per_node:
             raise ConfigError(f"rollout.tensor_parallel_size={cfg.rollout.tensor_parallel_size} > {per_node} GPUs per "
@@ -127,7 +137,7 @@ class Trainer(Hooks):
         self.metrics_path = a.results / "metrics.jsonl"
         self.updates_per_step = cfg.algo.minibatches
         self.scheduler = self.engine = self.pool = self.renderer = self.sync_dir = self.layout = self.ex = None
-        self.replay = None
+        self.replay = self.quant = self.eval_engine = None
         self.start_eval = self.start_records = None
         self.ahead: dict[int, tuple] = {}  # rank 0: step -> (samples, metrics) collected ahead (max_staleness > 0)
 
@@ -207,11 +217,27 @@ class Trainer(Hooks):
             self.pool = make_pool(self.cfg.reward.sandbox_slots)
         gpu = torch.cuda.is_available()
         devices = Layout.devices(int(os.environ.get("LOCAL_RANK", "0")), ro.tensor_parallel_size) if gpu else None
-        self.engine = EngineProcess(self.a.inp / "hf", max_model_len=tr["seq_length"], seed=tr["seed"],
+        hf = self._quantized(self.a.inp / "hf") if ro.quantization != "none" else self.a.inp / "hf"
+        self.engine = EngineProcess(hf, max_model_len=tr["seq_length"], seed=tr["seed"],
                                     kv_cache_gib=ro.kv_cache_gib, gpu_memory_utilization=ro.gpu_memory_utilization,
                                     enable_sleep_mode=gpu and ro.sleep_between, dtype=ro.dtype,
                                     tensor_parallel_size=ro.tensor_parallel_size, devices=devices,
                                     record_routing=ro.record_routing, router_flip_frac=ro.router_flip_frac)
+
+    def _quantized(self, src: Path) -> Path:
+        """The parent's weights W8A8-quantized (model/quantize.py) for the engine's start; self.quant: how every
+        sync quantizes (experts only where this machine has a kernel, int8 range as the serving variant's)."""
+        from safetensors.torch import load_file
+
+        from model import parallel, quantize
+
+        ro = self.cfg.rollout
+        experts = quantize.experts_supported(ro.dtype)[0]
+        self.quant = {"scheme": ro.quantization, "experts": experts, "int_max": quantize.int8_weight_max()[0]}
+        tensors = {n: t for f in sorted(src.glob("*.safetensors")) for n, t in load_file(str(f)).items()}
+        dst = self.sync_dir / f"quantized_rank{parallel.rank()}"
+        quantize.save_quantized(quantize.quantize_tensors(tensors, **self.quant)[0], src, dst, ro.quantization, experts)
+        return dst
 
     # ---- one step's data (every rank takes part; rank 0 gets it) -----------------------------------------
     def generate(self, picks: list[tuple], seed: int) -> tuple[list, list, float, float] | None:
@@ -378,9 +404,10 @@ class Trainer(Hooks):
 
     # ---- the run's hooks ----------------------------------------------------------------------------------
     def close(self):
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        for name in ("engine", "eval_engine"):
+            if getattr(self, name) is not None:
+                getattr(self, name).close()
+                setattr(self, name, None)
         if self.pool is not None:
             self.pool.close()
             self.pool = None
@@ -393,7 +420,7 @@ class Trainer(Hooks):
 
         return sync.sync(self.run.ddp, self.rc.model, self.engine, self.sync_dir / "hf", self.a.inp / "tokenizer",
                          in_memory=self.cfg.rollout.weight_sync == "memory",
-                         layout_ok=sync.memory_layout(self.rc.parallel))
+                         layout_ok=sync.memory_layout(self.rc.parallel), quant=self.quant)
 
     def _collect_versioned(self, step: int, version: int) -> tuple[list, dict] | tuple[None, None]:
         samples, m = self.collect(step)
@@ -497,13 +524,28 @@ class Trainer(Hooks):
 
         e, ro, rw = self.cfg.eval, self.cfg.rollout, self.cfg.reward
         items = evaluate.eval_items(self.a.data, e.per_domain, e.splits, e.families or self.cfg.sched.families)
-        recs = evaluate.run(evaluate.EngineTarget(self.engine, "rl"), items, self.pool, n=max(e.samples, 1),
+        recs = evaluate.run(evaluate.EngineTarget(self._eval_engine(), "rl"), items, self.pool, n=max(e.samples, 1),
                             temperature=e.temperature if e.samples else 0.0, seed=e.seed, max_tokens=e.max_tokens,
                             slots=rw.sandbox_slots, budget_s=ro.long_timeout_s or None, tool_retries=ro.tool_retries,
                             retry_backoff_s=ro.tool_retry_backoff_s,
                             verify=dict(timeout_s=rw.timeout_s, sandbox_timeout_s=rw.sandbox_timeout_s,
                                         workers=rw.workers, sandbox_slots=rw.sandbox_slots))
         return evaluate.summarize(recs), recs
+
+    def _eval_engine(self):
+        """The rollout engine, or where it is not the protocol's (RolloutConfig.evaluates_itself) a float32 engine
+        of its own, loaded with the trainer's current weights (rank 0; parallel.ep=1 is checked before work)."""
+        ro = self.cfg.rollout
+        if ro.evaluates_itself(torch.cuda.is_available()):
+            return self.engine
+        from model.vllm_engine import EngineProcess
+        from rl import sync
+
+        if self.eval_engine is None:
+            self.eval_engine = EngineProcess(self.a.inp / "hf", max_model_len=self.rc.train["seq_length"],
+                                             seed=self.rc.train["seed"], kv_cache_gib=ro.kv_cache_gib)
+        self.eval_engine.load_weights(sync.shared_hf_tensors(self.run.ddp, self.rc.model, pool=sync.EVAL_SHARED))
+        return self.eval_engine
 
     def finish(self) -> None:
         self.table, self.recs = self.evaluate() if self.run.rank0 else (None, None)

@@ -11,18 +11,20 @@
         --out results/rl/experiments/seeds.json --seeds 0,1,2
     # mismatch lab: one source of engine/trainer mismatch at a time x one correction (make rl-mismatch-lab)
     python -m rl.02_experiments mismatch --in checkpoints/sft --data data/domains \
-        --out results/rl/experiments/mismatch.json --sources stale0,stale1,stale2,stale4,bf16,flip10 \
+        --out results/rl/experiments/mismatch.json --sources stale0,stale1,stale2,stale4,bf16,int8,flip10 \
         --corrections none,tis,mis,replay --seeds 0,1
     # micro (minutes): add --recipe micro_cpu; cluster: --recipe qwen3_30b_a3b_h200x8 --launch "torchrun --nproc-per-node 8"
 
 Each arm is one rl/01_train.py run with the same recipe and train.steps; only the arm's setting and the seed
 change. The mismatch lab's sources: stale<k> (rollout.max_staleness k: the engine k weight versions behind), bf16
-(the engine in bfloat16, the trainer in float32) and flip<p> (the engine's router forced to flip on p% of its
-decisions, rollout.router_flip_frac); its corrections: none (algo.tis_cap 0), tis (truncated IS, cap 2), mis
+(the engine in bfloat16, the trainer in float32), int8 (the engine W8A8 int8, requantized at every sync,
+rollout.quantization; its activations in the dtype this machine's int8 kernels take: bfloat16 with AMX) and
+flip<p> (the engine's router forced to flip on p% of its decisions, rollout.router_flip_frac); its corrections: none (algo.tis_cap 0), tis (truncated IS, cap 2), mis
 (masked IS, band [0.5, 2]), seq_mis (the band on the trajectory's product of ratios), replay (routing replay: the
 update routes every token to the engine's experts, rl/routing.py; no IS weight). Every flip<p> arm and every replay
-arm records the engine's routing, so its metrics log the share of tokens the trainer routes otherwise. Not in it:
-an int8 rollout engine (int8 is the serving variant's, not a rollout engine here). Layout (arm names:
+arm records the engine's routing, so its metrics log the share of tokens the trainer routes otherwise. Whatever
+the source, the held-out evaluation runs a float32, unquantized, unflipped engine (RolloutConfig.evaluates_itself).
+Layout (arm names:
 k<K>_s<S> for domain scaling, <uniform|pass_rate>_s<S> for the scheduler, s<S> for seeds, <source>_<correction>_s<S>
 for the mismatch lab):
     <out>                       summary (model/results.py schema): per arm the held-out pass rate at the end, the
@@ -79,7 +81,7 @@ def arms(a) -> list[tuple[str, list[str]]]:
     return out
 
 
-SOURCES = {"bf16": ["rollout.dtype=bfloat16"]}  # besides stale<k> and flip<p>
+SOURCES = {"bf16": ["rollout.dtype=bfloat16"]}  # besides stale<k>, flip<p> and int8
 CORRECTIONS = {"none": ["algo.tis_cap=0"], "tis": ["algo.tis_cap=2"],
                "mis": ["algo.tis_cap=0", "algo.mis_low=0.5", "algo.mis_high=2"],
                "seq_mis": ["algo.tis_cap=0", "algo.mis_low=0.5", "algo.mis_high=2", "algo.is_level=sequence"],
@@ -92,11 +94,15 @@ def source_sets(src: str) -> list[str]:
     """The recipe overrides of one mismatch source of the lab."""
     if src in SOURCES:
         return SOURCES[src]
+    if src == "int8":  # W8A8 int8 weights; activations in the dtype this machine's int8 kernels take
+        from model.quantize import serve_dtype
+
+        return ["rollout.quantization=w8a8_int8", f"rollout.dtype={serve_dtype()[0]}"]
     if src.startswith("stale") and src[5:].isdigit():
         return [f"rollout.max_staleness={int(src[5:])}"]
     if src.startswith("flip") and src[4:].isdigit() and 0 < int(src[4:]) < 100:
         return ["rollout.record_routing=true", f"rollout.router_flip_frac={int(src[4:]) / 100}"]
-    raise ConfigError(f"--sources entry {src!r}: use stale<k> (k >= 0), flip<p> (0 < p < 100) or "
+    raise ConfigError(f"--sources entry {src!r}: use stale<k> (k >= 0), flip<p> (0 < p < 100), int8 or "
                       f"{', '.join(SOURCES)}")
 
 
@@ -136,8 +142,8 @@ def main(argv=None) -> int:
                     set_help="recipe override for every arm (e.g. train.steps=10)")
     ap.add_argument("--ks", default="1,4,16,64,all", help="domain counts for domain_scaling")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (each arm runs once per seed)")
-    ap.add_argument("--sources", default="stale0,stale1,stale2,stale4,bf16,flip10",
-                    help="mismatch sources of the mismatch lab: stale<k>, bf16, flip<p>")
+    ap.add_argument("--sources", default="stale0,stale1,stale2,stale4,bf16,int8,flip10",
+                    help="mismatch sources of the mismatch lab: stale<k>, bf16, int8, flip<p>")
     ap.add_argument("--corrections", default="none,tis,mis,replay", help="corrections of the mismatch lab: "
                                                                   + ", ".join(CORRECTIONS))
     ap.add_argument("--launch", default=sys.executable, help="launcher, e.g. 'torchrun --nproc-per-node 8'")

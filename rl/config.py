@@ -39,6 +39,14 @@ class RolloutConfig:
     record_routing: bool = False  # MoE: the engine records each token's experts; the update logs the share of
     # tokens the trainer routes otherwise (routing_differ_frac) and can replay them (algo.routing_replay)
     router_flip_frac: float = 0.0  # experiments: this share of the engine's router decisions is forced to flip
+    quantization: str = "none"  # none | w8a8_int8: the engine runs the policy W8A8-quantized, requantized at every
+    # weight sync (model/quantize.py; experiments). A float32, unquantized, unflipped engine evaluates
+
+    def evaluates_itself(self, gpu: bool) -> bool:
+        """Whether the rollout engine is the evaluation protocol's (no forced flips, unquantized, float32 on the CPU);
+        otherwise a second engine with the trainer's weights evaluates, so every arm of an experiment is measured
+        the same way."""
+        return not self.router_flip_frac and self.quantization == "none" and (gpu or self.dtype == "float32")
 
 
 @dataclass
@@ -157,6 +165,10 @@ class RLConfig:
         if (r.record_routing or r.router_flip_frac) and r.tensor_parallel_size != 1:
             raise ConfigError(f"rollout.record_routing / router_flip_frac need rollout.tensor_parallel_size=1 (is "
                               f"{r.tensor_parallel_size}): the routing hooks reach the engine's worker in its process")
+        if r.quantization not in ("none", "w8a8_int8"):
+            raise ConfigError(f"rollout.quantization={r.quantization!r}: use none or w8a8_int8")
+        if r.quantization != "none" and r.weight_sync != "memory":
+            raise ConfigError("rollout.quantization=w8a8_int8 is synced in memory only: set rollout.weight_sync=memory")
         if r.max_staleness < 0:
             raise ConfigError(f"rollout.max_staleness={r.max_staleness} must be >= 0 (0 = lockstep)")
         if a.minibatches < 1 or r.groups_per_step % a.minibatches:

@@ -11,7 +11,7 @@ $(CKPT)/rl/manifest.json: $(CKPT)/sft/manifest.json $(DATA)/domains/manifest.jso
 rl-scaling: $(RESULTS)/rl/experiments/domain_scaling.json ## RL on k in RL_KS training domains, equal steps, held-out pass rate
 rl-sched-ablation: $(RESULTS)/rl/experiments/scheduler.json ## uniform vs pass-rate-aware task scheduler at equal steps
 rl-seeds: $(RESULTS)/rl/experiments/seeds.json ## the rl recipe once per seed in RL_SEEDS (train.seed = 1234 + seed), paired held-out gain of each
-RL_MISMATCH_SOURCES ?= stale0,stale1,stale2,stale4,bf16,flip10## mismatch sources of rl-mismatch-lab: stale<k> (rollouts k versions behind), bf16 engine, flip<p> (p% forced router flips)
+RL_MISMATCH_SOURCES ?= stale0,stale1,stale2,stale4,bf16,int8,flip10## mismatch sources of rl-mismatch-lab: stale<k> (rollouts k versions behind), bf16 engine, int8 (W8A8) engine, flip<p> (p% forced router flips)
 RL_MISMATCH_CORRECTIONS ?= none,tis,mis,replay## corrections of rl-mismatch-lab: none, tis, mis, seq_mis, replay (routing replay)
 rl-mismatch-lab: $(RESULTS)/rl/experiments/mismatch.json ## one mismatch source at a time x one correction: logprob mismatch, reward curve, held-out gain
 

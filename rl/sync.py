@@ -108,30 +108,43 @@ def hf_tensors(ddp, mcfg) -> dict[str, torch.Tensor]:
 
 
 _SHARED: dict[str, torch.Tensor] = {}  # HF name -> shared-memory buffer, reused by every in-memory sync
+EVAL_SHARED: dict[str, torch.Tensor] = {}  # the same for the evaluation engine (rl/01_train.py)
 
 
-def shared_hf_tensors(ddp, mcfg) -> list[tuple[str, torch.Tensor]]:
-    """The policy's HF tensors (hf_tensors) copied into shared-memory buffers."""
+def shared_hf_tensors(ddp, mcfg, quant: dict | None = None, pool: dict | None = None) -> list[tuple[str, torch.Tensor]]:
+    """The policy's HF tensors (hf_tensors), W8A8-quantized with `quant` (model.quantize.quantize_tensors'
+    arguments: the int8 rollout engine), copied into shared-memory buffers of `pool` (default: the rollout
+    engine's)."""
+    pool = _SHARED if pool is None else pool
+    tensors = hf_tensors(ddp, mcfg)
+    if quant:
+        from model.quantize import quantize_tensors
+
+        tensors = quantize_tensors(tensors, **quant)[0]
     out = []
-    for name, t in hf_tensors(ddp, mcfg).items():
-        buf = _SHARED.get(name)
+    for name, t in tensors.items():
+        buf = pool.get(name)
         if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
-            buf = _SHARED[name] = torch.empty_like(t, memory_format=torch.contiguous_format).share_memory_()
+            buf = pool[name] = torch.empty_like(t, memory_format=torch.contiguous_format).share_memory_()
         buf.copy_(t)
         out.append((name, buf))
     return out
 
 
-def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path, in_memory: bool = False, layout_ok: bool = True
-         ) -> dict:
+def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path, in_memory: bool = False, layout_ok: bool = True,
+         quant: dict | None = None) -> dict:
     """Every rank calls; `engine` is this rank's (None where it owns none). HF write + in-place reload by every
     engine, or with `in_memory` and `layout_ok` (memory_layout) each owner's tensors handed to its engine in
-    shared memory. Timings (this rank's): export_s (the HF write, or gathering and copying into shared memory;
-    the key results/reference/ holds), reload_s; bytes; sync_path."""
+    shared memory, W8A8-quantized first with `quant` (in memory only). Timings (this rank's): export_s (the HF
+    write, or gathering, quantizing and copying into shared memory; the key results/reference/ holds), reload_s;
+    bytes; sync_path."""
+    if quant and not (in_memory and layout_ok):
+        raise ValueError("a quantized rollout engine is synced in memory only (rollout.weight_sync: memory, no TP/PP/CP"
+                         " split)")
     if in_memory and layout_ok:
         t0 = time.perf_counter()
         if engine is not None:
-            tensors = shared_hf_tensors(ddp, mcfg)
+            tensors = shared_hf_tensors(ddp, mcfg, quant)
         else:
             hf_tensors(ddp, mcfg)  # this rank's part of the expert exchange
             tensors = []
