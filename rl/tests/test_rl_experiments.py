@@ -54,8 +54,8 @@ def test_mismatch_lab_arms_inject_one_source_and_one_correction_each():
 
     from model.config import ConfigError
 
-    for bad in ({"sources": "int8"}, {"sources": "flip100"}, {"corrections": "clip"}):
-        with pytest.raises(ConfigError, match="--sources entry '(int8|flip100)'|--corrections entry 'clip'"):
+    for bad in ({"sources": "int4"}, {"sources": "flip100"}, {"corrections": "clip"}):
+        with pytest.raises(ConfigError, match="--sources entry '(int4|flip100)'|--corrections entry 'clip'"):
             exp.arms(argparse.Namespace(**{**vars(a), **bad}))
 
 
@@ -65,3 +65,11 @@ def test_router_flip_arms_record_routing_and_replay_uses_it():
     assert arms["flip10_none_s1"] == ["train.seed=1235", "rollout.record_routing=true", "rollout.router_flip_frac=0.1",
                                       "algo.tis_cap=0"]
     assert arms["flip10_replay_s1"][-2:] == ["rollout.record_routing=true", "algo.routing_replay=true"]
+
+
+def test_int8_arm_runs_the_engine_quantized_in_the_dtype_of_this_machines_int8_kernels():
+    from model.quantize import serve_dtype
+
+    a = argparse.Namespace(experiment="mismatch", ks="", seeds="0", sources="int8", corrections="tis")
+    assert dict(exp.arms(a))["int8_tis_s0"] == ["train.seed=1234", "rollout.quantization=w8a8_int8",
+                                                f"rollout.dtype={serve_dtype()[0]}", "algo.tis_cap=2"]
