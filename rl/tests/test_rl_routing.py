@@ -53,3 +53,27 @@ def test_rl_steps_with_router_flips_log_the_routing_mismatch_and_replay_removes_
         assert all(m["mismatch_abs"] < 1e-5 for m in ms)
     else:
         assert all(m["mismatch_abs"] > 1e-4 for m in ms)
+
+
+@pytest.mark.slow
+def test_int8_rollout_engine_trains_off_its_logprobs_and_a_float32_engine_evaluates(chain, tmp_path):
+    """rollout.quantization=w8a8_int8: the engine's logprobs differ from the float32 trainer's at every trained step,
+    and the held-out evaluation at start (the parent's weights) is the plain run's, item for item: the protocol's
+    float32 engine evaluates, not the int8 one."""
+    from model.quantize import serve_dtype
+    from rl.tests.test_rl_train import cmd, metrics
+
+    runs = {}
+    for name, extra in (("plain", []), ("int8", ["rollout.quantization=w8a8_int8",
+                                                  f"rollout.dtype={serve_dtype()[0]}"])):
+        out = tmp_path / name
+        r = run(cmd(chain, out, "train.steps=3", "rollout.dynamic_sampling=false", *extra), timeout=1200)
+        assert r.returncode == 0, r.stderr[-4000:]
+        runs[name] = out
+    trained = [m for m in metrics(runs["int8"]) if m["action_tokens"]]
+    assert trained and all(m["mismatch_abs"] > 1e-4 for m in trained)  # float32 engines: < 1e-5
+
+    def at_start(out):
+        ev = json.loads((out.parent / (out.name + ".results") / "eval.json").read_text())
+        return [(r["item"], r["domain"], r["passed"]) for r in ev["items_at_start"]]
+    assert at_start(runs["int8"]) == at_start(runs["plain"])
