@@ -72,7 +72,7 @@ class Engine:
         if record_routing or router_flip_frac:
             from model import vllm_routing
 
-            self.routing = vllm_routing.install(self.llm, max_model_len, router_flip_frac)
+            self.routing = vllm_routing.install(self.llm, max_model_len, router_flip_frac, record_routing)
         self.record_routing = record_routing
         self.tokenizer = self.llm.get_tokenizer()
         vocab = self.tokenizer.get_vocab()
@@ -107,7 +107,7 @@ class Engine:
                                  logprobs=0, detokenize=False)  # text: decoded below, the same for every caller
                   for k, i in enumerate(keep)]
         outs = []
-        if self.routing is not None:
+        if self.record_routing:
             self.routing.take()  # nothing of an earlier call
         for a, b in _waves([ids[i] for i in keep], n, seed is not None or seeds is not None, self._limits):
             outs += self.llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in keep[a:b]], params[a:b],

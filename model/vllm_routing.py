@@ -51,7 +51,7 @@ def flipped(router_logits: torch.Tensor, topk_ids: torch.Tensor, flip: torch.Ten
 class Recorder:
     """Installed in the engine's worker (install); collects routing per request until taken."""
 
-    def __init__(self, runner, max_model_len: int, flip_frac: float = 0.0):
+    def __init__(self, runner, max_model_len: int, flip_frac: float = 0.0, record: bool = True):
         from vllm.model_executor.layers.fused_moe.router.base_router import BaseRouter
 
         self.runner, self.max_len, self.flip_frac = runner, max_model_len, flip_frac
@@ -74,9 +74,12 @@ class Recorder:
         self.seqs: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # request id -> (tokens, routing [pos, L, k])
         for j, layer in enumerate(self.layers):
             r = routers[layer]
-            r.set_capture_fn(lambda ids, j=j: self._rows.__setitem__(j, ids.detach().to(torch.int16).cpu()))
+            if record:
+                r.set_capture_fn(lambda ids, j=j: self._rows.__setitem__(j, ids.detach().to(torch.int16).cpu()))
             if flip_frac:
                 self._flip(r)
+        if not record:  # flips only: nothing to collect per forward
+            return
         run_exec, run_fwd = runner.execute_model, runner._model_forward
 
         def execute_model(scheduler_output, *a, **kw):
@@ -131,9 +134,10 @@ class Recorder:
         return out
 
 
-def install(llm, max_model_len: int, flip_frac: float = 0.0) -> Recorder:
-    """A Recorder in the worker of an in-process vLLM engine (VLLM_ENABLE_V1_MULTIPROCESSING=0, one worker)."""
-    got = llm.collective_rpc(lambda worker: Recorder(worker.model_runner, max_model_len, flip_frac))
+def install(llm, max_model_len: int, flip_frac: float = 0.0, record: bool = True) -> Recorder:
+    """A Recorder in the worker of an in-process vLLM engine (VLLM_ENABLE_V1_MULTIPROCESSING=0, one worker); with
+    `record` off it only flips."""
+    got = llm.collective_rpc(lambda worker: Recorder(worker.model_runner, max_model_len, flip_frac, record))
     if len(got) != 1 or not isinstance(got[0], Recorder):
         raise RuntimeError("routing capture needs the engine's single worker in this process "
                            "(VLLM_ENABLE_V1_MULTIPROCESSING=0, tensor_parallel_size 1)")
