@@ -117,17 +117,18 @@ class Engine:
         for i, o in zip(keep, outs):
             result[i] = [Completion(self.text(list(c.token_ids)), list(c.token_ids),
                                     [lp[t].logprob for lp, t in zip(c.logprobs or [], c.token_ids)],
-                                    c.finish_reason or "length", self._routing_of(recorded, ids[i], c.token_ids))
+                                    c.finish_reason or "length",
+                                    self._routing_of(recorded, (o.request_id, c.index), ids[i], c.token_ids))
                          for c in o.outputs]
         return result
 
     @staticmethod
-    def _routing_of(recorded, prompt: list[int], out) -> object:
+    def _routing_of(recorded, key: tuple[str, int], prompt: list[int], out) -> object:
         if recorded is None:
             return None
         from model import vllm_routing
 
-        return vllm_routing.routing_of(recorded, list(prompt) + list(out))
+        return vllm_routing.routing_of(recorded, key, list(prompt) + list(out))
 
     def score(self, seqs: list[list[int]], temperature: float = 1.0) -> list[list[float]]:
         """Logprob of every token after the first of each sequence under the engine's weights."""

@@ -124,12 +124,17 @@ class Recorder:
             toks[p], rout[p] = ids[a:a + c], rows[a:a + c]
             a += c
 
-    def take(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Every request's (tokens, routing) recorded since the last take, cut at its first uncomputed position."""
-        out = []
-        for toks, rout in self.seqs.values():
+    def take(self) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+        """Every request's (tokens, routing) recorded since the last take, cut at its first uncomputed position, by
+        (the LLM request id, completion index): vLLM 0.32 names an engine request `<id>-<suffix>`, or with n > 1
+        `<index>_<id>-<suffix>`."""
+        out = {}
+        for rid, (toks, rout) in self.seqs.items():
             n = int(np.argmax(toks < 0)) if (toks < 0).any() else len(toks)
-            out.append((toks[:n], rout[:n]))
+            base = rid.rsplit("-", 1)[0]
+            idx, _, parent = base.partition("_")
+            key = (parent, int(idx)) if parent and idx.isdigit() else (base, 0)
+            out[key] = (toks[:n], rout[:n])
         self.seqs.clear()
         return out
 
@@ -144,11 +149,21 @@ def install(llm, max_model_len: int, flip_frac: float = 0.0, record: bool = True
     return got[0]
 
 
-def routing_of(recorded: list[tuple[np.ndarray, np.ndarray]], sequence: list[int]) -> np.ndarray | None:
-    """The routing [len(sequence) - 1, L, k] of a finished generation (prompt + output ids) from what was recorded:
-    the request that computed every position but the last; None when none did."""
+def routing_of(recorded: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]], key: tuple[str, int],
+               sequence: list[int]) -> np.ndarray | None:
+    """The routing [len(sequence) - 1, L, k] of a finished generation (prompt + output ids): its own request's
+    (`key`: request id, completion index), which computed every position but the last. When the ids do not match
+    (another vLLM's naming), the request whose tokens are the sequence's. Not by tokens first: two samples with the
+    same tokens can be routed differently (a batch row's numerics can flip a near-tie), measured with forced flips.
+    None when no request computed the sequence."""
     want = np.asarray(sequence[:-1], np.int64)
-    for toks, rout in sorted(recorded, key=lambda tr: len(tr[0]) != len(want)):  # its own request first
-        if len(toks) >= len(want) and np.array_equal(toks[:len(want)], want):
+
+    def covers(tr) -> bool:
+        return len(tr[0]) >= len(want) and np.array_equal(tr[0][:len(want)], want)
+    own = recorded.get(key)
+    if own is not None and covers(own):
+        return own[1][:len(want)].copy()
+    for toks, rout in sorted(recorded.values(), key=lambda tr: len(tr[0]) != len(want)):  # exact length first
+        if covers((toks, rout)):
             return rout[:len(want)].copy()
     return None

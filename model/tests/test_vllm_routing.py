@@ -25,9 +25,11 @@ def test_flip_mask_is_a_function_of_the_logits_and_hits_about_its_share():
     assert not vllm_routing.flip_mask(logits, 0.0).any()
 
 
-def test_routing_of_takes_the_request_that_computed_the_whole_sequence():
+def test_routing_of_takes_its_own_request_then_one_that_computed_the_whole_sequence():
     r = lambda v, n: np.full((n, 2, 2), v, np.int16)  # noqa: E731
-    recorded = [(np.array([1, 2, 3, 4, 5]), r(7, 5)), (np.array([1, 2, 3]), r(9, 3)), (np.array([1, 2, 8]), r(6, 3))]
-    assert (vllm_routing.routing_of(recorded, [1, 2, 3, 4]) == 9).all()  # its own request before a longer one
-    assert vllm_routing.routing_of(recorded, [1, 2, 3, 4, 5, 6]).shape == (5, 2, 2)
-    assert vllm_routing.routing_of(recorded, [1, 9, 3, 4]) is None
+    recorded = {("0", 0): (np.array([1, 2, 3, 4, 5]), r(7, 5)), ("1", 0): (np.array([1, 2, 3]), r(9, 3)),
+                ("1", 1): (np.array([1, 2, 3]), r(5, 3)), ("2", 0): (np.array([1, 2, 8]), r(6, 3))}
+    assert (vllm_routing.routing_of(recorded, ("1", 1), [1, 2, 3, 4]) == 5).all()  # the same tokens, its own request
+    assert (vllm_routing.routing_of(recorded, ("x", 0), [1, 2, 3, 4]) == 9).all()  # unknown id: exact length first
+    assert vllm_routing.routing_of(recorded, ("x", 0), [1, 2, 3, 4, 5, 6]).shape == (5, 2, 2)
+    assert vllm_routing.routing_of(recorded, ("2", 0), [1, 9, 3, 4]) is None
