@@ -10,8 +10,10 @@ prefix is never computed, so its routing would be missing.
 
 `flip_frac` > 0 forces router disagreements (the RL mismatch lab): on that share of tokens per layer the
 lowest-scoring chosen expert is swapped for the best one not chosen, and the weights are recomputed the router's
-way. Which tokens flip is a function of the router logits' bits (a hash), never of the batch or the clock, so a
-flipped engine stays deterministic. The recorded routing is the flipped one: what the engine really computed.
+way. Which tokens flip is a function of the router logits' bits (a hash), never of the clock or a random draw, so a
+flipped engine stays deterministic; a token's bits can still differ between batch rows, so two samples with the same
+tokens may flip differently (why completions take their own request's routing). The recorded routing is the
+flipped one: what the engine really computed.
 """
 from __future__ import annotations
 
