@@ -119,9 +119,10 @@ class Recorder:
             raise RuntimeError(f"routing capture: {rows.shape[0]} routed rows for {sum(counts)} scheduled tokens")
         a = 0
         for rid, c in zip(rids, counts):
-            toks, rout = self.seqs.get(rid) or self.seqs.setdefault(
-                rid, (np.full(self.max_len, -1, np.int64), np.full((self.max_len, len(self.layers), self.k), -1,
-                                                                     np.int16)))
+            if rid not in self.seqs:  # -1: not computed (yet)
+                self.seqs[rid] = (np.full(self.max_len, -1, np.int64),
+                                  np.full((self.max_len, len(self.layers), self.k), -1, np.int16))
+            toks, rout = self.seqs[rid]
             p = pos[a:a + c]
             toks[p], rout[p] = ids[a:a + c], rows[a:a + c]
             a += c

@@ -227,14 +227,12 @@ class Trainer(Hooks):
     def _quantized(self, src: Path) -> Path:
         """The parent's weights W8A8-quantized (model/quantize.py) for the engine's start; self.quant: how every
         sync quantizes (experts only where this machine has a kernel, int8 range as the serving variant's)."""
-        from safetensors.torch import load_file
-
-        from model import parallel, quantize
+        from model import hf_io, parallel, quantize
 
         ro = self.cfg.rollout
         experts = quantize.experts_supported(ro.dtype)[0]
         self.quant = {"scheme": ro.quantization, "experts": experts, "int_max": quantize.int8_weight_max()[0]}
-        tensors = {n: t for f in sorted(src.glob("*.safetensors")) for n, t in load_file(str(f)).items()}
+        tensors = hf_io.load_hf(src)[0]
         dst = self.sync_dir / f"quantized_rank{parallel.rank()}"
         quantize.save_quantized(quantize.quantize_tensors(tensors, **self.quant)[0], src, dst, ro.quantization, experts)
         return dst

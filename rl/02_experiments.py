@@ -19,9 +19,10 @@ Each arm is one rl/01_train.py run with the same recipe and train.steps; only th
 change. The mismatch lab's sources: stale<k> (rollout.max_staleness k: the engine k weight versions behind), bf16
 (the engine in bfloat16, the trainer in float32), int8 (the engine W8A8 int8, requantized at every sync,
 rollout.quantization; its activations in the dtype this machine's int8 kernels take: bfloat16 with AMX) and
-flip<p> (the engine's router forced to flip on p% of its decisions, rollout.router_flip_frac); its corrections: none (algo.tis_cap 0), tis (truncated IS, cap 2), mis
-(masked IS, band [0.5, 2]), seq_mis (the band on the trajectory's product of ratios), replay (routing replay: the
-update routes every token to the engine's experts, rl/routing.py; no IS weight). Every flip<p> arm and every replay
+flip<p> (the engine's router forced to flip on p% of its decisions, rollout.router_flip_frac); its corrections:
+none (algo.tis_cap 0), tis (truncated IS, cap 2), mis (masked IS, band [0.5, 2]), seq_mis (the band on the
+trajectory's product of ratios), replay (routing replay: the update routes every token to the engine's experts,
+rl/routing.py; no IS weight). Every flip<p> arm and every replay
 arm records the engine's routing, so its metrics log the share of tokens the trainer routes otherwise. Whatever
 the source, the held-out evaluation runs a float32, unquantized, unflipped engine (RolloutConfig.evaluates_itself).
 Layout (arm names:

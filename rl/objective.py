@@ -71,11 +71,6 @@ def trim_microbatch(mb: dict, multiple: int = 16) -> dict:
     return {k: (v[:, :keep].contiguous() if v.dim() >= 2 and v.shape[1] == seq else v) for k, v in mb.items()}
 
 
-def routing_shape(rollouts) -> tuple[int, int] | None:
-    """(MoE layers, k) of the engine routing the rollouts carry (rollout.record_routing), None without."""
-    return next((tuple(r.routing.shape[1:]) for r in rollouts if getattr(r, "routing", None) is not None), None)
-
-
 def build_samples(rollouts, advantages, seq_length: int, pad_id: int, routing: tuple[int, int] | None = None
                   ) -> list[dict]:
     """One trainer sample per rollout: next-token labels, the action mask and per-token tensors, padded.
