@@ -5,7 +5,8 @@
 - `SDPAttention`: core attention on torch's scaled_dot_product_attention (fused kernels on CPU and
   GPU, native GQA) with either the causal mask or an explicit [b, 1, s, s] mask in Megatron's
   convention (True = masked out), which SFT and RL packing use for document-aware attention
-  (model/masks.py).
+  (model/masks.py). A document-causal mask runs as causal calls over the documents grouped by length
+  (model/masks.segments): the dense mask would make the kernel compute all s^2 pairs of every row.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import math
 import torch
 import torch.nn.functional as F
 from megatron.core.transformer.module import MegatronModule
+
+from model import masks
 
 
 class RMSNorm(torch.nn.RMSNorm):
@@ -47,6 +50,9 @@ class SDPAttention(MegatronModule):
                 packed_seq_params=None):
         if packed_seq_params is not None or attention_bias is not None:
             raise ValueError("SDPAttention takes an explicit attention_mask, not packed_seq_params/attention_bias")
+        seg = masks.segments(attention_mask) if attention_mask is not None else None
+        if seg is not None:
+            return self._by_document(query, key, value, seg)
         # Megatron layout [s, b, heads, dim] -> SDPA layout [b, heads, s, dim]
         q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))
         if attention_mask is None:
@@ -58,3 +64,19 @@ class SDPAttention(MegatronModule):
                                              enable_gqa=q.shape[1] != k.shape[1])
         s, b = query.shape[0], query.shape[1]
         return out.permute(2, 0, 1, 3).reshape(s, b, -1)
+
+    def _by_document(self, query, key, value, seg: masks.Segments):
+        """Each group of documents as one padded causal call; outputs back to the packed positions."""
+        s, b = query.shape[0], query.shape[1]
+        q, k, v = (t.reshape(s * b, t.shape[2], t.shape[3]) for t in (query, key, value))
+        outs = []
+        for idx in seg.groups:
+            n, L = idx.shape
+            qg, kg, vg = (t.index_select(0, idx.flatten()).view(n, L, t.shape[1], t.shape[2]).transpose(1, 2)
+                          for t in (q, k, v))
+            o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=L > 1, scale=self.scale,
+                                               dropout_p=self.dropout if self.training else 0.0,
+                                               enable_gqa=qg.shape[1] != kg.shape[1])
+            outs.append(o.transpose(1, 2).reshape(n * L, -1))
+        out = torch.cat(outs) if len(outs) > 1 else outs[0]
+        return out.index_select(0, seg.inverse).view(s, b, -1)

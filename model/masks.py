@@ -1,6 +1,21 @@
 """Attention masks for packed sequences, in Megatron's convention (True = masked out): SFT packs conversations and
-RL packs trajectories into rows, and each token must see only its own document (model/layers.SDPAttention)."""
+RL packs trajectories into rows, and each token must see only its own document (model/layers.SDPAttention).
+
+A dense [b, 1, s, s] mask makes the attention kernel compute every (query, key) pair of a row, s^2 of them, and
+the CPU flash kernel then cannot skip the blocks above the diagonal as it does for a causal call. `segments()`
+recognises a document-causal mask and gives the index maps to run each document as its own causal sequence
+instead: the documents, grouped by length, are gathered into padded batches (one causal call per group), and the
+outputs gathered back. Padding slots sit after a document's last token, so causal attention hides them from its
+real queries; their outputs are never read.
+
+Measured (one attention layer, forward + backward, 4 query and 2 key/value heads of 64, 2 idle Xeon cores): rows of
+3 x 896 with documents of 40-150 tokens 34.4 -> 14.2 ms (a causal call over the whole rows: 23.0); 2 x 512 with
+60-300: 8.5 -> 6.7 ms; 4 x 256 with 20-120: 4.3 -> 5.1 ms, slower: on short rows the dense call costs about what a
+causal one does and the gathers and extra calls cost more than they save. Hence MIN_ROW.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -13,3 +28,68 @@ def doc_causal_mask(doc_ids: torch.Tensor) -> torch.Tensor:
     same = d.unsqueeze(-1) == d.unsqueeze(-2)
     causal = torch.ones(s, s, dtype=torch.bool, device=d.device).tril()
     return ~(same & causal).unsqueeze(1)
+
+
+@dataclass
+class Segments:
+    """Index maps of a document-causal mask over the positions of Megatron's [s, b] layout, flattened (s-major)."""
+    groups: list[torch.Tensor]  # per length group: [documents, group length] positions (padded by the last one)
+    inverse: torch.Tensor  # [s * b]: where each position's output lies in the groups' outputs, concatenated
+    pairs: int  # (query, key) pairs the groups compute causally, to compare with the dense b * s * s
+
+
+MIN_ROW = 512  # shorter rows keep the dense call (measured above)
+_LAST: list = [None, -1, None]  # (mask, its version, its Segments or None): every layer of a forward shares one mask
+
+
+def segments(mask: torch.Tensor) -> Segments | None:
+    """The Segments of a [b, 1, s, s] mask that is exactly doc_causal_mask of some document ids, else None; None
+    too where grouping would not pay: rows shorter than MIN_ROW, one document per row, or documents so uneven that
+    the groups' causal pairs reach half the dense call's."""
+    if _LAST[0] is mask and _LAST[1] == mask._version:
+        return _LAST[2]
+    out = _segments(mask)
+    _LAST[:] = [mask, mask._version, out]
+    return out
+
+
+def _segments(mask: torch.Tensor) -> Segments | None:
+    if mask.dim() != 4 or mask.shape[1] != 1 or mask.shape[2] != mask.shape[3] or mask.dtype != torch.bool:
+        return None
+    b, s = mask.shape[0], mask.shape[-1]
+    if s < MIN_ROW:
+        return None
+    starts = torch.ones(b, s, dtype=torch.long, device=mask.device)
+    starts[:, 1:] = mask[:, 0, 1:, :-1].diagonal(dim1=1, dim2=2).long()  # i starts a document: it cannot see i - 1
+    ids = starts.cumsum(1)
+    if not torch.equal(doc_causal_mask(ids), mask):
+        return None
+    flat = starts.flatten().clone()
+    flat[::s] = 1  # every row starts a document
+    begin = flat.nonzero().squeeze(1)  # [documents] first position of each
+    length = torch.diff(begin, append=torch.tensor([b * s], device=mask.device))
+    if len(begin) == b:  # one document per row: the plain causal mask, nothing to save
+        return None
+    order = torch.argsort(length, descending=True, stable=True)
+    groups, inverse = [], torch.empty(b * s, dtype=torch.long, device=mask.device)
+    done, pairs, i = 0, 0, 0
+    lens = length[order].tolist()
+    while i < len(lens):  # a group: documents longer than half its longest, so padding is at most 2x
+        L, j = lens[i], i
+        while j < len(lens) and 2 * lens[j] > L:
+            j += 1
+        docs = order[i:j]
+        off = torch.arange(L, device=mask.device)
+        idx = begin[docs, None] + torch.minimum(off, length[docs, None] - 1)  # pad: repeat the last position
+        groups.append(idx)
+        real = off < length[docs, None]
+        inverse[idx[real]] = done + real.flatten().nonzero().squeeze(1)
+        done += idx.numel()
+        pairs += len(docs) * L * (L + 1) // 2
+        i = j
+    if pairs >= b * s * s // 2:  # would not beat the dense call by at least 2x in pairs: keep the dense one
+        return None
+
+    def to_sb(p: torch.Tensor) -> torch.Tensor:  # row-major [b, s] position -> Megatron's s-major [s, b] one
+        return (p % s) * b + p // s
+    return Segments([to_sb(g) for g in groups], inverse.view(b, s).t().flatten(), pairs)

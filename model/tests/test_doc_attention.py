@@ -1,0 +1,101 @@
+"""Packed rows attend within their documents: SDPAttention runs a document-causal mask as causal calls over the
+documents grouped by length (model/masks.segments), and must compute what the dense mask computes."""
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from model import masks
+
+
+@pytest.fixture
+def any_row(monkeypatch):
+    """small rows keep the tests fast: let rows of any length take the grouped path"""
+    monkeypatch.setattr(masks, "MIN_ROW", 0)
+
+
+def _doc_ids(rows: int, width: int, lo: int, hi: int, seed: int, pad: int = 0) -> torch.Tensor:
+    r, out = random.Random(seed), []
+    for _ in range(rows):
+        row, d = [], 1
+        while len(row) < width - pad:
+            row += [d] * min(r.randint(lo, hi), width - pad - len(row))
+            d += 1
+        out.append(row + [0] * pad)  # 0: the packer's padding, a segment of its own
+    return torch.tensor(out)
+
+
+def _attention():
+    from model.layers import SDPAttention
+
+    return SDPAttention(SimpleNamespace(context_parallel_size=1, attention_dropout=0.0, kv_channels=16), 1, None,
+                        "self")
+
+
+def _dense(q, k, v, mask, scale):
+    qq, kk, vv = (t.permute(1, 2, 0, 3) for t in (q, k, v))
+    out = F.scaled_dot_product_attention(qq, kk, vv, attn_mask=~mask, scale=scale, enable_gqa=True)
+    return out.permute(2, 0, 1, 3).reshape(q.shape[0], q.shape[1], -1)
+
+
+@pytest.mark.parametrize("rows,width,lo,hi,pad", [(3, 200, 5, 40, 7), (2, 128, 1, 90, 0), (1, 64, 3, 3, 1)])
+def test_documents_grouped_by_length_give_the_dense_masks_outputs_and_gradients(any_row, rows, width, lo, hi, pad):
+    torch.manual_seed(0)
+    mask = masks.doc_causal_mask(_doc_ids(rows, width, lo, hi, seed=rows, pad=pad))
+    assert masks.segments(mask) is not None  # the grouped path is taken
+    attn = _attention()
+    q, k, v = (torch.randn(width, rows, h, 16, requires_grad=True) for h in (4, 2, 2))
+    ref = _dense(q, k, v, mask, attn.scale)
+    got = attn(q, k, v, mask)
+    assert got.shape == ref.shape and got.is_contiguous()
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+    w = torch.randn_like(ref)
+    for a, b in zip(torch.autograd.grad((ref * w).sum(), (q, k, v)), torch.autograd.grad((got * w).sum(), (q, k, v))):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+
+def test_each_position_is_computed_once_and_read_back_from_its_own_document(any_row):
+    ids = _doc_ids(2, 50, 2, 9, seed=3, pad=4)
+    seg = masks.segments(masks.doc_causal_mask(ids))
+    b, s = ids.shape
+    flat = torch.cat([g.flatten() for g in seg.groups])
+    # reading back through `inverse` gives every (s-major) position its own slot
+    assert torch.equal(flat[seg.inverse], torch.arange(s * b))
+    doc_sb = ids.t().flatten()  # document id per s-major position
+    for g in seg.groups:  # a group's row holds one document, padded with its own last position
+        assert all(len(set(doc_sb[row].tolist())) == 1 for row in g)
+
+
+def test_rows_shorter_than_min_row_keep_the_dense_call():
+    short = masks.doc_causal_mask(_doc_ids(2, masks.MIN_ROW - 1, 5, 40, seed=0))
+    long = masks.doc_causal_mask(_doc_ids(2, masks.MIN_ROW, 5, 40, seed=0))
+    assert masks.segments(short) is None and masks.segments(long) is not None
+
+
+@pytest.mark.parametrize("case", ["causal", "one_document_per_row", "not_document_causal", "not_bool", "uneven"])
+def test_masks_that_are_not_several_documents_per_row_keep_the_dense_call(any_row, case):
+    ids = torch.tensor([[1] * 6 + [2] * 6 + [3] * 4])
+    mask = masks.doc_causal_mask(ids)
+    if case == "causal":
+        mask = masks.doc_causal_mask(torch.ones(2, 16, dtype=torch.long))
+    elif case == "one_document_per_row":
+        mask = masks.doc_causal_mask(torch.tensor([[1] * 16, [2] * 16]))
+    elif case == "not_document_causal":
+        mask = mask.clone()
+        mask[0, 0, 10, 2] = False  # position 10 (document 2) may see position 2 (document 1)
+    elif case == "not_bool":
+        mask = mask.float()
+    elif case == "uneven":  # nearly one document per row: the causal pairs reach half the dense call's
+        mask = masks.doc_causal_mask(torch.tensor([[1] * 16, [1] * 15 + [2]]))
+    assert masks.segments(mask) is None
+
+
+def test_a_mask_changed_in_place_is_looked_at_again(any_row):
+    mask = masks.doc_causal_mask(torch.tensor([[1] * 8 + [2] * 8]))
+    assert masks.segments(mask) is not None
+    mask[0, 0, 10, 2] = False
+    assert masks.segments(mask) is None
