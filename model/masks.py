@@ -11,7 +11,11 @@ real queries; their outputs are never read.
 Measured (one attention layer, forward + backward, 4 query and 2 key/value heads of 64, 2 idle Xeon cores): rows of
 3 x 896 with documents of 40-150 tokens 34.4 -> 14.2 ms (a causal call over the whole rows: 23.0); 2 x 512 with
 60-300: 8.5 -> 6.7 ms; 4 x 256 with 20-120: 4.3 -> 5.1 ms, slower: on short rows the dense call costs about what a
-causal one does and the gathers and extra calls cost more than they save. Hence MIN_ROW.
+causal one does and the gathers and extra calls cost more than they save. Per (query, key) pair the grouped calls
+cost 3-4x the dense one (14.2 ms for 231k causal pairs against 34.4 ms for 2.4M dense ones), so grouping is kept
+for masks whose pairs it cuts at least 4x. Even so, the tiny SFT recipe's 2 x 512 packs (often one long document
+and padding) ran 2-3% slower grouped (1,418 and 1,458 against 1,461 and 1,491 tok/s, 16 steps each, alternating):
+rows of 512 keep the dense call. Hence MIN_ROW and the quarter.
 """
 from __future__ import annotations
 
@@ -32,20 +36,23 @@ def doc_causal_mask(doc_ids: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class Segments:
-    """Index maps of a document-causal mask over the positions of Megatron's [s, b] layout, flattened (s-major)."""
-    groups: list[torch.Tensor]  # per length group: [documents, group length] positions (padded by the last one)
-    inverse: torch.Tensor  # [s * b]: where each position's output lies in the groups' outputs, concatenated
+    """Index maps of a document-causal mask over the positions of Megatron's [s, b] layout, flattened (s-major) to
+    N = s * b. The groups' slots, concatenated, are T = sum of documents x length over the groups."""
+    slots: torch.Tensor  # [T]: the position each slot reads (a padding slot repeats its document's last position)
+    shapes: list[tuple[int, int]]  # per length group: (documents, length), in slot order
+    inverse: torch.Tensor  # [N]: the slot that computes each position
+    real_or_n: torch.Tensor  # [T]: slots' positions, N for padding slots (a zero row: their outputs are never read)
     pairs: int  # (query, key) pairs the groups compute causally, to compare with the dense b * s * s
 
 
-MIN_ROW = 512  # shorter rows keep the dense call (measured above)
+MIN_ROW = 768  # shorter rows keep the dense call (measured above)
 _LAST: list = [None, -1, None]  # (mask, its version, its Segments or None): every layer of a forward shares one mask
 
 
 def segments(mask: torch.Tensor) -> Segments | None:
     """The Segments of a [b, 1, s, s] mask that is exactly doc_causal_mask of some document ids, else None; None
-    too where grouping would not pay: rows shorter than MIN_ROW, one document per row, or documents so uneven that
-    the groups' causal pairs reach half the dense call's."""
+    too where grouping would not pay: rows shorter than MIN_ROW, one document per row, or documents so long that
+    the groups' causal pairs exceed a quarter of the dense call's."""
     if _LAST[0] is mask and _LAST[1] == mask._version:
         return _LAST[2]
     out = _segments(mask)
@@ -71,7 +78,7 @@ def _segments(mask: torch.Tensor) -> Segments | None:
     if len(begin) == b:  # one document per row: the plain causal mask, nothing to save
         return None
     order = torch.argsort(length, descending=True, stable=True)
-    groups, inverse = [], torch.empty(b * s, dtype=torch.long, device=mask.device)
+    groups, reals, shapes, inverse = [], [], [], torch.empty(b * s, dtype=torch.long, device=mask.device)
     done, pairs, i = 0, 0, 0
     lens = length[order].tolist()
     while i < len(lens):  # a group: documents longer than half its longest, so padding is at most 2x
@@ -81,15 +88,18 @@ def _segments(mask: torch.Tensor) -> Segments | None:
         docs = order[i:j]
         off = torch.arange(L, device=mask.device)
         idx = begin[docs, None] + torch.minimum(off, length[docs, None] - 1)  # pad: repeat the last position
-        groups.append(idx)
         real = off < length[docs, None]
+        groups.append(idx.flatten())
+        reals.append(real.flatten())
+        shapes.append((len(docs), L))
         inverse[idx[real]] = done + real.flatten().nonzero().squeeze(1)
         done += idx.numel()
         pairs += len(docs) * L * (L + 1) // 2
         i = j
-    if pairs >= b * s * s // 2:  # would not beat the dense call by at least 2x in pairs: keep the dense one
+    if 4 * pairs > b * s * s:  # a grouped pair costs ~4x a dense one (measured above): keep the dense call
         return None
 
-    def to_sb(p: torch.Tensor) -> torch.Tensor:  # row-major [b, s] position -> Megatron's s-major [s, b] one
-        return (p % s) * b + p // s
-    return Segments([to_sb(g) for g in groups], inverse.view(b, s).t().flatten(), pairs)
+    slots = torch.cat(groups)
+    slots = (slots % s) * b + slots // s  # row-major [b, s] positions -> Megatron's s-major [s, b] ones
+    return Segments(slots, shapes, inverse.view(b, s).t().flatten(), torch.where(torch.cat(reals), slots, b * s),
+                    pairs)

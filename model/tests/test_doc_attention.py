@@ -42,7 +42,7 @@ def _dense(q, k, v, mask, scale):
     return out.permute(2, 0, 1, 3).reshape(q.shape[0], q.shape[1], -1)
 
 
-@pytest.mark.parametrize("rows,width,lo,hi,pad", [(3, 200, 5, 40, 7), (2, 128, 1, 90, 0), (1, 64, 3, 3, 1)])
+@pytest.mark.parametrize("rows,width,lo,hi,pad", [(3, 200, 5, 40, 7), (2, 128, 1, 30, 0), (1, 64, 3, 3, 1)])
 def test_documents_grouped_by_length_give_the_dense_masks_outputs_and_gradients(any_row, rows, width, lo, hi, pad):
     torch.manual_seed(0)
     mask = masks.doc_causal_mask(_doc_ids(rows, width, lo, hi, seed=rows, pad=pad))
@@ -62,12 +62,15 @@ def test_each_position_is_computed_once_and_read_back_from_its_own_document(any_
     ids = _doc_ids(2, 50, 2, 9, seed=3, pad=4)
     seg = masks.segments(masks.doc_causal_mask(ids))
     b, s = ids.shape
-    flat = torch.cat([g.flatten() for g in seg.groups])
-    # reading back through `inverse` gives every (s-major) position its own slot
-    assert torch.equal(flat[seg.inverse], torch.arange(s * b))
-    doc_sb = ids.t().flatten()  # document id per s-major position
-    for g in seg.groups:  # a group's row holds one document, padded with its own last position
-        assert all(len(set(doc_sb[row].tolist())) == 1 for row in g)
+    assert torch.equal(seg.slots[seg.inverse], torch.arange(s * b))  # every (s-major) position has its own slot
+    real = seg.real_or_n < s * b  # the slots whose outputs are read: one per position
+    assert int(real.sum()) == s * b and torch.equal(seg.real_or_n[real], seg.slots[real])
+    doc_sb, at = ids.t().flatten(), 0  # document id per s-major position
+    for n, L in seg.shapes:  # a group's row holds one document, padded with its own last position
+        rows = seg.slots[at:at + n * L].view(n, L)
+        assert all(len(set(doc_sb[row].tolist())) == 1 for row in rows)
+        at += n * L
+    assert at == len(seg.slots)
 
 
 def test_rows_shorter_than_min_row_keep_the_dense_call():
@@ -76,7 +79,7 @@ def test_rows_shorter_than_min_row_keep_the_dense_call():
     assert masks.segments(short) is None and masks.segments(long) is not None
 
 
-@pytest.mark.parametrize("case", ["causal", "one_document_per_row", "not_document_causal", "not_bool", "uneven"])
+@pytest.mark.parametrize("case", ["causal", "one_document_per_row", "not_document_causal", "not_bool", "long_documents"])
 def test_masks_that_are_not_several_documents_per_row_keep_the_dense_call(any_row, case):
     ids = torch.tensor([[1] * 6 + [2] * 6 + [3] * 4])
     mask = masks.doc_causal_mask(ids)
@@ -89,13 +92,13 @@ def test_masks_that_are_not_several_documents_per_row_keep_the_dense_call(any_ro
         mask[0, 0, 10, 2] = False  # position 10 (document 2) may see position 2 (document 1)
     elif case == "not_bool":
         mask = mask.float()
-    elif case == "uneven":  # nearly one document per row: the causal pairs reach half the dense call's
-        mask = masks.doc_causal_mask(torch.tensor([[1] * 16, [1] * 15 + [2]]))
+    elif case == "long_documents":  # the causal pairs exceed a quarter of the dense call's
+        mask = masks.doc_causal_mask(torch.tensor([[1] * 12 + [2] * 4, [1] * 8 + [2] * 8]))
     assert masks.segments(mask) is None
 
 
 def test_a_mask_changed_in_place_is_looked_at_again(any_row):
-    mask = masks.doc_causal_mask(torch.tensor([[1] * 8 + [2] * 8]))
+    mask = masks.doc_causal_mask(torch.tensor([[1] * 4 + [2] * 4 + [3] * 4 + [4] * 4]))
     assert masks.segments(mask) is not None
     mask[0, 0, 10, 2] = False
     assert masks.segments(mask) is None
