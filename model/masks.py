@@ -8,14 +8,13 @@ instead: the documents, grouped by length, are gathered into padded batches (one
 outputs gathered back. Padding slots sit after a document's last token, so causal attention hides them from its
 real queries; their outputs are never read.
 
-Measured (one attention layer, forward + backward, 4 query and 2 key/value heads of 64, 2 idle Xeon cores): rows of
-3 x 896 with documents of 40-150 tokens 34.4 -> 14.2 ms (a causal call over the whole rows: 23.0); 2 x 512 with
-60-300: 8.5 -> 6.7 ms; 4 x 256 with 20-120: 4.3 -> 5.1 ms, slower: on short rows the dense call costs about what a
-causal one does and the gathers and extra calls cost more than they save. Per (query, key) pair the grouped calls
-cost 3-4x the dense one (14.2 ms for 231k causal pairs against 34.4 ms for 2.4M dense ones), so grouping is kept
-for masks whose pairs it cuts at least 4x. Even so, the tiny SFT recipe's 2 x 512 packs (often one long document
-and padding) ran 2-3% slower grouped (1,418 and 1,458 against 1,461 and 1,491 tok/s, 16 steps each, alternating):
-rows of 512 keep the dense call. Hence MIN_ROW and the quarter.
+Measured (one attention layer, forward + backward, 4 query and 2 key/value heads of 64, 2 idle Xeon cores, at
+46ad958): rows of 3 x 896 with documents of 40-150 tokens (the tiny RL update's rows) 40.1 -> 16.3 ms, where a
+causal call over the whole rows takes 27.6; 2 x 512 with 60-300: 8.6 -> 8.6 ms; 4 x 256 with 20-120: 4.9 -> 5.6 ms,
+slower: on short rows the dense call costs about what a causal one does, and the gathers and extra calls cost more
+than they save. The tiny SFT recipe's 2 x 512 packs (often one long document and padding) ran 2-3% slower grouped
+(1,418 and 1,458 against 1,461 and 1,491 tok/s, 16 steps each, alternating). Hence MIN_ROW, and grouping only where
+it cuts the pairs at least 4x. The tiny RL update (profiled, same batch): 1.105 -> 1.005 s.
 """
 from __future__ import annotations
 
@@ -96,7 +95,7 @@ def _segments(mask: torch.Tensor) -> Segments | None:
         done += idx.numel()
         pairs += len(docs) * L * (L + 1) // 2
         i = j
-    if 4 * pairs > b * s * s:  # a grouped pair costs ~4x a dense one (measured above): keep the dense call
+    if 4 * pairs > b * s * s:  # per pair, grouped calls cost ~4x a dense one (3 x 896: 16.3 ms for 231k, 40.1 for 2.4M)
         return None
 
     slots = torch.cat(groups)

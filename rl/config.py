@@ -60,7 +60,7 @@ class AlgoConfig:
     mis_high: float = 0.0  # masked IS: ... or above this; 0 = off (rl/objective.py)
     is_level: str = "token"  # token | sequence: weigh each token, or each trajectory by its product of ratios
     minibatches: int = 1  # optimizer steps per rollout batch (>1 = off-policy minibatches, clipping active)
-    pack: bool = False  # update on trajectories packed into rows (rl/packing.py; PP=1; a dense s x s mask per row)
+    pack: bool = False  # update on trajectories packed into rows (rl/packing.py; PP=1; document-causal attention)
     routing_replay: bool = False  # MoE: the update routes each token to the experts the engine used (rl/routing.py)
     pack_length: int = 0  # row capacity of algo.pack (0 = train.seq_length; a longer trajectory gets its own row):
     # shorter rows cost less attention (each row's mask is s x s) in more forward passes

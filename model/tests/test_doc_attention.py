@@ -79,7 +79,8 @@ def test_rows_shorter_than_min_row_keep_the_dense_call():
     assert masks.segments(short) is None and masks.segments(long) is not None
 
 
-@pytest.mark.parametrize("case", ["causal", "one_document_per_row", "not_document_causal", "not_bool", "long_documents"])
+@pytest.mark.parametrize("case", ["causal", "one_document_per_row", "not_document_causal", "not_bool",
+                                  "long_documents"])
 def test_masks_that_are_not_several_documents_per_row_keep_the_dense_call(any_row, case):
     ids = torch.tensor([[1] * 6 + [2] * 6 + [3] * 4])
     mask = masks.doc_causal_mask(ids)
