@@ -166,7 +166,7 @@ def routing_of(recorded: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]], k
     own = recorded.get(key)
     if own is not None and covers(own):
         return own[1][:len(want)].copy()
-    for toks, rout in sorted(recorded.values(), key=lambda tr: len(tr[0]) != len(want)):  # exact length first
-        if covers((toks, rout)):
-            return rout[:len(want)].copy()
+    for tr in sorted(recorded.values(), key=lambda tr: len(tr[0]) != len(want)):  # exact length first
+        if covers(tr):
+            return tr[1][:len(want)].copy()
     return None

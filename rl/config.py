@@ -63,7 +63,7 @@ class AlgoConfig:
     pack: bool = False  # update on trajectories packed into rows (rl/packing.py; PP=1; document-causal attention)
     routing_replay: bool = False  # MoE: the update routes each token to the experts the engine used (rl/routing.py)
     pack_length: int = 0  # row capacity of algo.pack (0 = train.seq_length; a longer trajectory gets its own row):
-    # shorter rows cost less attention (each row's mask is s x s) in more forward passes
+    # shorter rows cost less attention where a row keeps its dense s x s mask (model/masks.py), in more passes
 
 
 @dataclass
