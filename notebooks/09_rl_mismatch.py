@@ -2,12 +2,12 @@
 # # The mismatch lab: one source of engine/trainer mismatch at a time, per correction
 # Reads `results/rl/experiments/mismatch.json` (schema `rl.experiment.mismatch`, written by
 # `rl/02_experiments.py mismatch`, `make rl-mismatch-lab`): per arm `<source>_<correction>_s<S>` (source: `stale<k>`,
-# the rollouts k weight versions behind the trainer, `bf16`, the engine in bfloat16 against the float32
-# trainer, `int8`, the engine W8A8 int8, or `flip<p>`, p% of the engine's router decisions forced to flip;
-# correction: `none`, `tis`, `mis`, `seq_mis`, `replay` (routing replay); seed S) the mean logprob mismatch of the sampled tokens
-# over the training steps (`mismatch_abs_mean`), the share of tokens the correction capped or masked, the reward
-# curve and the paired held-out change against the SFT weights (`heldout_delta`). Left: the mismatch per source
-# (dots: seeds x corrections). Right: the paired held-out change per arm with its 95% interval over tasks.
+# the rollouts k weight versions behind the trainer, `bf16`, the engine in bfloat16 against the float32 trainer,
+# `int8`, the engine W8A8 int8, or `flip<p>`, p% of the engine's router decisions forced to flip; correction: `none`,
+# `tis`, `mis`, `seq_mis`, `replay` (routing replay); seed S) the mean logprob mismatch of the sampled tokens over the
+# training steps (`mismatch_abs_mean`), the share of tokens the correction capped or masked, the reward curve and the
+# paired held-out change against the SFT weights (`heldout_delta`). Left: the mismatch per source (dots: seeds x
+# corrections). Right: the paired held-out change per arm with its 95% interval over tasks.
 
 # %%
 import re
