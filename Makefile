@@ -33,9 +33,14 @@ unexport PYTHONDONTWRITEBYTECODE
 # OpenMP threads that spin at barriers collapse when the cores are shared (measured: 2 spinning threads
 # ran an Adam-like loop 8x slower than 1 thread under load; passive waiting was 2.3x faster than 1 thread)
 export OMP_WAIT_POLICY ?= PASSIVE
+# ...except the training steps ($(LAUNCH)), which run alone in the chain: there a bounded spin beats waking sleeping
+# workers at each of the step's thousands of parallel regions. Tiny SFT tok/s, idle 2 cores / one busy process
+# beside it: passive 1,224 / 1,040; GOMP_SPINCOUNT 2,000: 1,569 / 889; 20,000: 1,935 / 426; libgomp's default
+# (300,000): 2,039 / 217. Set TRAIN_SPIN=0 where other work shares the cores.
+TRAIN_SPIN ?= 20000## GOMP_SPINCOUNT of training steps (OpenMP barrier spin); 0 = passive waiting, for shared cores
 TCMALLOC := $(wildcard /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4)
 PRELOAD := $(if $(TCMALLOC),LD_PRELOAD=$(TCMALLOC) ,)
-LAUNCH = $(PRELOAD)$(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc) / $(NPROC) > 0 ? $$(nproc) / $(NPROC) : 1 )) $(PY) -m torch.distributed.run --standalone --nproc-per-node $(NPROC))
+LAUNCH = $(PRELOAD)GOMP_SPINCOUNT=$(TRAIN_SPIN) $(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc) / $(NPROC) > 0 ? $$(nproc) / $(NPROC) : 1 )) $(PY) -m torch.distributed.run --standalone --nproc-per-node $(NPROC))
 # the stamp names a hash of the pinned dependencies only, so editing tool settings in pyproject.toml reinstalls nothing
 SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']).encode()))" 2>/dev/null)
 
