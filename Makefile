@@ -33,14 +33,15 @@ unexport PYTHONDONTWRITEBYTECODE
 # OpenMP threads that spin at barriers collapse when the cores are shared (measured: 2 spinning threads
 # ran an Adam-like loop 8x slower than 1 thread under load; passive waiting was 2.3x faster than 1 thread)
 export OMP_WAIT_POLICY ?= PASSIVE
-# ...except the training steps ($(LAUNCH)), which run alone in the chain: there a bounded spin beats waking sleeping
-# workers at each of the step's thousands of parallel regions. Tiny SFT tok/s, idle 2 cores / one busy process
+# ...except training ($(LAUNCH), and the training benchmarks), which runs alone in the chain: a bounded spin beats waking
+# sleeping workers at each of a step's thousands of parallel regions. Tiny SFT tok/s, idle 2 cores / one busy process
 # beside it: passive 1,224 / 1,040; GOMP_SPINCOUNT 2,000: 1,569 / 889; 20,000: 1,935 / 426; libgomp's default
 # (300,000): 2,039 / 217. Set TRAIN_SPIN=0 where other work shares the cores.
 TRAIN_SPIN ?= 20000## GOMP_SPINCOUNT of training steps (OpenMP barrier spin); 0 = passive waiting, for shared cores
 TCMALLOC := $(wildcard /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4)
 PRELOAD := $(if $(TCMALLOC),LD_PRELOAD=$(TCMALLOC) ,)
-LAUNCH = $(PRELOAD)GOMP_SPINCOUNT=$(TRAIN_SPIN) $(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc) / $(NPROC) > 0 ? $$(nproc) / $(NPROC) : 1 )) $(PY) -m torch.distributed.run --standalone --nproc-per-node $(NPROC))
+TRAIN_ENV = GOMP_SPINCOUNT=$(TRAIN_SPIN)
+LAUNCH = $(PRELOAD)$(TRAIN_ENV) $(if $(filter 1,$(NPROC)),$(PY),OMP_NUM_THREADS=$$(( $$(nproc) / $(NPROC) > 0 ? $$(nproc) / $(NPROC) : 1 )) $(PY) -m torch.distributed.run --standalone --nproc-per-node $(NPROC))
 # the stamp names a hash of the pinned dependencies only, so editing tool settings in pyproject.toml reinstalls nothing
 SETUP_STAMP := .venv/.setup-$(shell python3.11 -c "import tomllib, zlib; print(zlib.crc32(repr(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']).encode()))" 2>/dev/null)
 
@@ -135,7 +136,7 @@ BENCH_DTYPE ?= fp32## compute dtype of `make bench-train`: fp32 | bf16
 # the tiny default in fp32 keeps the committed reference's name; another recipe or bf16 gets its own file
 BENCH_TRAIN_OUT = $(RESULTS_ROOT)/bench/train$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE))$(if $(filter bf16,$(BENCH_DTYPE)),_bf16).json
 bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU, on RECIPE's model -> results/bench/train[_<recipe>].json
-	$(PY) -m pretrain_ckpt.bench_train --recipe $(RECIPE) --dtype $(BENCH_DTYPE) --profile --out $(BENCH_TRAIN_OUT)
+	$(TRAIN_ENV) $(PY) -m pretrain_ckpt.bench_train --recipe $(RECIPE) --dtype $(BENCH_DTYPE) --profile --out $(BENCH_TRAIN_OUT)
 
 # The peer library of `make bench-peers`, pinned, in an environment of its own (never the project's .venv): TRL with
 # the transformers/datasets/accelerate the project pins, over the same CPU torch (requests: TRL's GRPO imports it)
@@ -155,9 +156,9 @@ BENCH_PEERS_GRPO_STEPS ?= 10## GRPO steps per arm of bench-peers (the first 2 ar
 BENCH_PEERS_ROUNDS ?= 2## times each arm of bench-peers runs, in alternating order
 BENCH_PEERS_OUT = $(RESULTS_ROOT)/bench/peers$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE)).json
 bench-peers: setup $(CKPT)/sft/manifest.json peers-venv ## SFT and GRPO vs TRL on the same model and data -> results/bench/peers.json
-	$(PRELOAD)$(PY) -m sft.bench_peers --base $(CKPT)/base --data $(DATA)/sft --recipe $(RECIPE) \
+	$(PRELOAD)$(TRAIN_ENV) $(PY) -m sft.bench_peers --base $(CKPT)/base --data $(DATA)/sft --recipe $(RECIPE) \
 		--steps $(BENCH_PEERS_STEPS) --rounds $(BENCH_PEERS_ROUNDS) --out $(BENCH_PEERS_OUT)
-	$(PRELOAD)$(PY) -m rl.bench_peers --in $(CKPT)/sft --data $(DATA)/domains --recipe $(RECIPE) \
+	$(PRELOAD)$(TRAIN_ENV) $(PY) -m rl.bench_peers --in $(CKPT)/sft --data $(DATA)/domains --recipe $(RECIPE) \
 		--steps $(BENCH_PEERS_GRPO_STEPS) --rounds $(BENCH_PEERS_ROUNDS) --out $(BENCH_PEERS_OUT)
 
 bench-sandbox: setup ## sandbox cold-start p50/p99 per tier vs a plain subprocess, tasks/s at 1-8 -> results/bench/sandbox.json

@@ -354,6 +354,7 @@ def machine(threads: int) -> dict:
     return {"cores": os.cpu_count(), "cpu_model": model, "torch_threads": threads, "gpu": None,
             "avx512_bf16": cpu_has_bf16(), "torch": torch.__version__,
             "allocator": "tcmalloc" if "tcmalloc" in os.environ.get("LD_PRELOAD", "") else "default (glibc)",
+            "openmp_wait": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")},
             "load_average_at_start": list(os.getloadavg())}
 
 

@@ -139,7 +139,8 @@ def main(argv=None) -> int:
                      "micro_batch": par["micro_batch_size"], "lr": rc["optim"]["lr"], "pack": rc["algo"]["pack"],
                      "threads": a.threads, "steps": a.steps, "warmup_steps_left_out": a.warmup, "rounds": a.rounds,
                      "LD_PRELOAD": os.environ.get("LD_PRELOAD", ""),
-                     "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")},
+                     "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
+                     "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT")},
         "samples_per_s": samples_s, "completion_tok_per_s": tok_s,
         "split_median_s": split,
         "peer": arms["trl"][0]["peer"],  # arms without ours and trl print their rates and write nothing
