@@ -288,11 +288,15 @@ def _serve(conn, hf_dir: str, kw: dict) -> None:
 
 
 def engine_omp_env(env) -> dict:
-    """Remove OMP_WAIT_POLICY=PASSIVE (what the Makefile sets for trainers on shared cores) from `env` for an engine;
-    returns what was removed. A decode step is hundreds of short OpenMP regions, and with passive waiting every one
-    wakes sleeping threads: measured on SmolLM2-135M at batch 1 (2 cores, idle), int8 52.9 vs 70.7 tok/s and fp32
-    27.2 vs 30.5 with libgomp's default (spin briefly, then sleep), which is also what `vllm serve` gets."""
-    return {"OMP_WAIT_POLICY": env.pop("OMP_WAIT_POLICY")} if env.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE" else {}
+    """Remove OMP_WAIT_POLICY=PASSIVE (what the Makefile sets on shared cores) and GOMP_SPINCOUNT (its TRAIN_SPIN for
+    trainers) from `env` for an engine; returns what was removed. A decode step is hundreds of short OpenMP regions,
+    and with passive waiting every one wakes sleeping threads: measured on SmolLM2-135M at batch 1 (2 cores, idle),
+    int8 52.9 vs 70.7 tok/s and fp32 27.2 vs 30.5 with libgomp's default (spin briefly, then sleep), which is also
+    what `vllm serve` gets."""
+    out = {"OMP_WAIT_POLICY": env.pop("OMP_WAIT_POLICY")} if env.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE" else {}
+    if "GOMP_SPINCOUNT" in env:
+        out["GOMP_SPINCOUNT"] = env.pop("GOMP_SPINCOUNT")
+    return out
 
 
 def engine_env(env: dict, devices: list[int] | None = None) -> dict:

@@ -10,6 +10,11 @@ def test_passive_wait_policy_is_removed_and_returned():
     assert env == {"OMP_NUM_THREADS": "2"}
 
 
+def test_the_trainers_spin_count_is_removed_too():
+    env = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "20000", "PATH": "/bin"}
+    assert engine_omp_env(env) == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "20000"} and env == {"PATH": "/bin"}
+
+
 def test_another_wait_policy_is_left_alone():
     env = {"OMP_WAIT_POLICY": "ACTIVE"}
     assert engine_omp_env(env) == {} and env == {"OMP_WAIT_POLICY": "ACTIVE"}
