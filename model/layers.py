@@ -8,7 +8,7 @@
   (model/masks.py). A document-causal mask runs as causal calls over the documents grouped by length
   (model/masks.segments): the dense mask would make the kernel compute all s^2 pairs of every row.
 - `AlignedSequentialMLP`: Megatron's SequentialMLP whose per-expert row counts are padded to a multiple of 64 on
-  the CPU in 16-bit dtypes, so oneDNN reuses its GEMM primitives across steps.
+  the CPU in every dtype but float32 (bf16 in practice), so oneDNN reuses its GEMM primitives across steps.
 """
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ class SDPAttention(MegatronModule):
 
 
 class AlignedSequentialMLP(SequentialMLP):
-    """On the CPU in bf16/fp16 each expert's rows are padded with zero rows (zero probs) to a multiple of ALIGN.
+    """On the CPU in any dtype but float32 (bf16 in practice; the tests use float64 to check exactness) each expert's
+    rows are padded with zero rows (zero probs) to a multiple of ALIGN.
     oneDNN creates a GEMM primitive for every new shape (~2 ms each, measured for 256x512 bf16), and an expert's row
     count changes every step: unpadded, the tiny bench step took 1.50 s in bf16 against 0.88 s in fp32; padded,
     0.68 s. Zero rows add nothing to the real rows' outputs nor to the weight gradients (grad_W = grad_Y^T X), and the
