@@ -103,7 +103,8 @@ def main(argv=None) -> int:
                     out="results JSON; its \"sft\" section is (re)written")
     cli.recipe_args(ap, "sft", "train.seq_length=512", recipe_help="SFT recipe: sequence length, rows per step, lr, "
                     "seed (both sides)")
-    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="both sides' dtype")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
+                    help="both sides' dtype (default: the recipe's train.dtype, what the chain trains in)")
     peers.arm_args(ap, steps=24, warmup=4)
     a = ap.parse_args(argv)
     from model import manifest, recipe
@@ -113,6 +114,7 @@ def main(argv=None) -> int:
         manifest.verify(a.base)
         manifest.verify(a.data, stage="sft_data")
         rc = recipe.load_recipe("sft", a.recipe, a.overrides)
+        a.dtype = a.dtype or rc["train"]["dtype"]
         if not (a.base / "hf" / "config.json").exists():
             raise ConfigError(f"{a.base}/hf has no config.json: the base's HF export is what TRL loads")
     import datasets
