@@ -49,3 +49,25 @@ def test_step_rows_follow_the_trainers_sample_order():
     p = Packs(datasets.Dataset.from_list(rows), seed=7)
     for i in range(12):  # past the first epoch
         assert int(p(i)["tokens"][0]) == p.row(i)
+
+
+def _arms(bfd, wrapped, none):
+    return {k: [{"isolation": {"max_abs_logit_difference": v}} for v in vs]
+            for k, vs in (("trl_bfd", bfd), ("trl_wrapped", wrapped), ("trl_none", none))}
+
+
+@pytest.mark.parametrize("bfd, wrapped, none", [([4.3e-6, 4.3e-6], [6.60, 6.60], [3.3e-6, 3.3e-6]),  # float32, measured
+                                                ([0.031, 0.031], [6.7, 6.7], [0.0625, 0.0625])])  # bfloat16, measured
+def test_isolation_is_judged_against_the_unpacked_rows_noise_in_either_dtype(bfd, wrapped, none):
+    from sft.bench_peers import isolated_settings
+
+    isolated, tol = isolated_settings(_arms(bfd, wrapped, none))
+    assert isolated == ["trl_bfd", "trl_none"] and tol["noise_floor_trl_none"] == max(none)
+
+
+def test_one_run_over_the_tolerance_makes_a_setting_unisolated_and_a_broken_probe_refuses():
+    from sft.bench_peers import isolated_settings
+
+    assert "trl_bfd" not in isolated_settings(_arms([4e-6, 5e-3], [6.6], [1e-6]))[0]
+    with pytest.raises(RuntimeError, match="probe is broken"):
+        isolated_settings(_arms([4e-6], [6.6], [3.0]))
