@@ -115,8 +115,8 @@ BASE_IMPORTED := $(shell grep -qs '"imported_from"' $(CKPT)/base/manifest.json &
 $(CKPT)/base/manifest.json: $(if $(BASE_IMPORTED),,$(CKPT)/tokenizer/manifest.json)
 	$(LAUNCH) -m pretrain_ckpt.03_pretrain --corpus $(DATA)/corpus --tokenizer $(CKPT)/tokenizer --out $(CKPT)/base --recipe $(RECIPE)
 
-# how many tasks `make data` writes: the recipe's datasets: section (domains/recipes/). 4 slots on 2 cores: the
-# demonstrations' sandbox runs wait on process start-up (tiny_cpu: 2m11s vs 2m32s with 2, the same files)
+# how many tasks `make data` writes: the recipe's datasets: section (domains/recipes/). 4 sandbox slots on 2 cores:
+# tiny_cpu took 2m11s against 2m32s with 2 (one run each), and wrote the same files
 data: $(DATA)/domains/manifest.json ## task datasets from domains/: SFT demonstrations, RL prompts, eval sets
 $(DATA)/domains/manifest.json: | setup
 	$(PY) -m domains datasets --out $(DATA)/domains --recipe $(RECIPE) --slots 4
