@@ -5,12 +5,12 @@ Several processes: the shards are saved as a torch_dist checkpoint and converted
 (model/to_hf.py; Megatron reshards on load), exactly as a stage publishes hf/, and every engine (rl/engines.py)
 reloads that one directory. It lives in /dev/shm when it exists (tmpfs: no disk round trip). The engine reloads
 without restarting (model/vllm_engine.Engine.reload_weights, which also fixes vLLM-CPU's MoE prepack on reload).
-In memory (`in_memory`, rollout.weight_sync: memory; memory_layout: TP=PP=CP=expert-TP=1, any DP and EP): each
-rank assembles all HF tensors (hf_tensors: its own, plus the experts of the other EP ranks broadcast over the
-expert-parallel group), each engine owner copies them into shared-memory buffers (kept across steps) and hands them
-to its engine process over the pipe, which passes handles, not bytes; the engine runs the same in-place reload
-from them (Engine.load_weights). No safetensors are written or parsed. Trainers split by TP, PP, CP or expert-TP
-take the files path: gathering those shards in memory is not built.
+In memory (`in_memory`, rollout.weight_sync: memory; memory_layout: TP=PP=CP=expert-TP=1, any DP and EP): each rank
+assembles all HF tensors (hf_tensors: its own, plus the experts of the other EP ranks broadcast over the expert-
+parallel group), each engine owner copies them into one shared-memory buffer per dtype (kept across steps) and hands
+it to its engine process over the pipe, which passes handles, not bytes; the engine runs the same in-place reload from
+them (Engine.load_weights). No safetensors are written or parsed. Trainers split by TP, PP, CP or expert-TP take the
+files path: gathering those shards in memory is not built.
 """
 from __future__ import annotations
 
@@ -107,28 +107,25 @@ def hf_tensors(ddp, mcfg) -> dict[str, torch.Tensor]:
     return out
 
 
-_SHARED: dict[str, torch.Tensor] = {}  # HF name -> shared-memory buffer, reused by every in-memory sync
-EVAL_SHARED: dict[str, torch.Tensor] = {}  # the same for the evaluation engine (rl/01_train.py)
+_SHARED: dict = {}  # "flat": the rollout engine's SharedTensors, reused by every in-memory sync
+EVAL_SHARED: dict = {}  # the same for the evaluation engine (rl/01_train.py)
 
 
-def shared_hf_tensors(ddp, mcfg, quant: dict | None = None, pool: dict | None = None) -> list[tuple[str, torch.Tensor]]:
+def shared_hf_tensors(ddp, mcfg, quant: dict | None = None, pool: dict | None = None):
     """The policy's HF tensors (hf_tensors), W8A8-quantized with `quant` (model.quantize.quantize_tensors'
-    arguments: the int8 rollout engine), copied into shared-memory buffers of `pool` (default: the rollout
-    engine's)."""
+    arguments: the int8 rollout engine), copied into the shared-memory buffers of `pool` (default: the rollout
+    engine's) as one model.vllm_engine.SharedTensors, which crosses the engine's pipe as one handle per dtype."""
+    from model.vllm_engine import SharedTensors
+
     pool = _SHARED if pool is None else pool
     tensors = hf_tensors(ddp, mcfg)
     if quant:
         from model.quantize import quantize_tensors
 
         tensors = quantize_tensors(tensors, **quant)[0]
-    out = []
-    for name, t in tensors.items():
-        buf = pool.get(name)
-        if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
-            buf = pool[name] = torch.empty_like(t, memory_format=torch.contiguous_format).share_memory_()
-        buf.copy_(t)
-        out.append((name, buf))
-    return out
+    if "flat" not in pool or not pool["flat"].fits(tensors):
+        pool["flat"] = SharedTensors(tensors)
+    return pool["flat"].fill(tensors)
 
 
 def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path, in_memory: bool = False, layout_ok: bool = True,
@@ -147,11 +144,11 @@ def sync(ddp, mcfg, engine, out_dir: Path, tokenizer_dir: Path, in_memory: bool 
             tensors = shared_hf_tensors(ddp, mcfg, quant)
         else:
             hf_tensors(ddp, mcfg)  # this rank's part of the expert exchange
-            tensors = []
+            tensors = None
         t1 = time.perf_counter()
         reload_s = engine.load_weights(tensors) if engine is not None else 0.0
         return {"export_s": t1 - t0, "reload_s": reload_s, "sync_s": time.perf_counter() - t0,
-                "sync_bytes": sum(t.numel() * t.element_size() for _, t in tensors), "sync_path": "memory"}
+                "sync_bytes": tensors.nbytes if tensors is not None else 0, "sync_path": "memory"}
     t0 = time.perf_counter()
     nbytes = write_hf(ddp, mcfg, out_dir, tokenizer_dir)  # ends with a barrier: every rank sees the directory
     t1 = time.perf_counter()
