@@ -14,6 +14,7 @@ from functools import partial
 
 import torch
 
+from model import logit_rows
 from rl import objective
 
 STAT_KEYS = ("tokens", "loss_sum", "clip_frac_sum", "mismatch_abs_sum", "mismatch_kl_sum", "tis_capped_sum",
@@ -28,6 +29,16 @@ def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: floa
     return -vocab_parallel_cross_entropy(x, labels.transpose(0, 1).contiguous()).transpose(0, 1)
 
 
+def _row_logprobs(output: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor | None, temperature: float
+                  ) -> torch.Tensor:
+    """[b, s] logprobs from the model's output: [b, s, v] logits, or with `rows` (model/logit_rows.py) the [1, n, v]
+    logits of those positions, put back in place (0 at the positions not computed, which no loss reads)."""
+    if rows is None:
+        return token_logprobs(output, labels, temperature)
+    lp = token_logprobs(output, labels[rows][None], temperature)[0]
+    return torch.zeros(labels.shape, dtype=lp.dtype, device=lp.device).masked_scatter(rows, lp)
+
+
 def _forward(model, b: dict, replay):
     if replay is not None:  # the engine's experts for this micro batch (rl/routing.py)
         replay.set_batch(b.get("routing"))
@@ -36,19 +47,22 @@ def _forward(model, b: dict, replay):
 
 def _collect_fwd(temperature: float, replay, data_iterator, model):
     b = next(data_iterator)
+    rows = logit_rows.select(model, b["loss_mask"])
     logits = _forward(model, b, replay)
 
     def fn(output):
-        return torch.zeros((), requires_grad=False), {"logprobs": token_logprobs(output, b["labels"], temperature).detach()}
+        return torch.zeros((), requires_grad=False), {
+            "logprobs": _row_logprobs(output, b["labels"], rows, temperature).detach()}
     return logits, fn
 
 
 def _train_fwd(cfg, scale: float, data_iterator, model):
     b = next(data_iterator)
+    rows = logit_rows.select(model, b["loss_mask"])
     logits = _forward(model, b, cfg.replay)
 
     def fn(output):
-        new = token_logprobs(output, b["labels"], cfg.temperature)
+        new = _row_logprobs(output, b["labels"], rows, cfg.temperature)
         old = b["old_logprobs"] if "old_logprobs" in b else new.detach()
         loss_sum, st = objective.token_loss(
             new, old, b["rollout_logprobs"], b["advantages"], b["loss_mask"], clip_low=cfg.clip_low,
@@ -72,7 +86,8 @@ def _schedule(model, fwd, batches: list[dict], seq_length: int, forward_only: bo
 @torch.no_grad()
 def logprobs(model, batches: list[dict], seq_length: int, temperature: float, replay=None
              ) -> list[torch.Tensor] | None:
-    """[mbs, seq] logprobs per micro batch on the last pipeline stage (None on other stages); `replay`
+    """[mbs, seq] logprobs per micro batch on the last pipeline stage (None on other stages), at the positions of the
+    batch's loss_mask (others may hold 0: model/logit_rows.py); `replay`
     (rl/routing.Replay of `model`): the batches' engine routing is replayed or compared."""
     model.eval()
     try:
