@@ -27,7 +27,9 @@ from model import masks
 
 class _RMSNormFn(torch.autograd.Function):
     """y = x * rsqrt(mean(x^2) + eps) * w in float32 (what torch's rms_norm computes for bf16 too), with a backward
-    of a few passes: torch 2.13's rms_norm backward on the CPU goes through its decomposition (pow, mean, mul...)."""
+    of a few passes: torch 2.13's rms_norm backward on the CPU goes through its decomposition (pow, mean, mul...).
+    It keeps the normalised input in float32 for the backward: for bf16 inputs one float32 copy per norm, twice the
+    activation memory of keeping x, for one pass less."""
 
     @staticmethod
     def forward(ctx, x, weight, eps: float):
@@ -61,7 +63,7 @@ class RMSNorm(torch.nn.RMSNorm):
 class QKRMSNorm(RMSNorm):
     """Per-head q/k norm (Qwen3): grads are summed over TP by Megatron (matched by name)."""
 
-    def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):
+    def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):  # no sequence-parallel tag
         torch.nn.RMSNorm.__init__(self, normalized_shape=hidden_size, eps=eps, dtype=config.params_dtype,
                                   device="cpu" if config.use_cpu_initialization else None)
 
