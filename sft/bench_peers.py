@@ -98,6 +98,9 @@ def trl(a, rc, py: Path, docs: Path, packing: str) -> dict:
     return {"rate": peers.steady(pts, a.warmup), "isolation": info["isolation"], "peer": info["done"]}
 
 
+ISOLATION_MIN, ISOLATION_TIMES_NOISE = 1e-4, 4  # isolated_settings' tolerance: max(min, times x trl_none's noise)
+
+
 def isolated_settings(arms: dict) -> tuple[list[str] | None, dict]:
     """TRL settings whose documents did not see each other: every run's max logit difference (packed vs alone)
     within 4x the noise of `trl_none`, whose documents sit alone in their rows by construction, and at least 1e-4.
@@ -110,10 +113,11 @@ def isolated_settings(arms: dict) -> tuple[list[str] | None, dict]:
         return None, {"noise_floor_trl_none": floor, "judged": False,
                       "reason": f"TRL unpacked rows differ from their documents alone by {floor:g} logits: the "
                                 "isolation probe is broken, so no setting can be called isolated"}
-    tol = max(1e-4, 4 * floor)
+    tol = max(ISOLATION_MIN, ISOLATION_TIMES_NOISE * floor)
     return [k for k in TRL_ARMS if max(diff[k]) <= tol], {
         "max_abs_logit_difference": tol, "noise_floor_trl_none": floor,
-        "rule": "isolated when every run's max |logit packed - logit alone| <= max(1e-4, 4 x trl_none's)"}
+        "rule": f"isolated when every run's max |logit packed - logit alone| <= max({ISOLATION_MIN:g}, "
+                f"{ISOLATION_TIMES_NOISE:g} x trl_none's)"}
 
 
 def main(argv=None) -> int:
