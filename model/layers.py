@@ -49,23 +49,25 @@ class _RMSNormFn(torch.autograd.Function):
         return grad_x.to(grad.dtype), grad_w, None
 
 
-class RMSNorm(torch.nn.RMSNorm):
+class _FastRMSNorm(torch.nn.RMSNorm):
+    def forward(self, x):
+        return _RMSNormFn.apply(x, self.weight, self.eps)
+
+
+class RMSNorm(_FastRMSNorm):
     def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):
         super().__init__(normalized_shape=hidden_size, eps=eps, device="cpu" if config.use_cpu_initialization else None,
                          dtype=config.params_dtype)
         if config.sequence_parallel:
             self.weight.sequence_parallel = True
 
-    def forward(self, x):
-        return _RMSNormFn.apply(x, self.weight, self.eps)
 
-
-class QKRMSNorm(RMSNorm):
+class QKRMSNorm(_FastRMSNorm):
     """Per-head q/k norm (Qwen3): grads are summed over TP by Megatron (matched by name)."""
 
-    def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):  # no sequence-parallel tag
-        torch.nn.RMSNorm.__init__(self, normalized_shape=hidden_size, eps=eps, dtype=config.params_dtype,
-                                  device="cpu" if config.use_cpu_initialization else None)
+    def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):
+        super().__init__(normalized_shape=hidden_size, eps=eps, device="cpu" if config.use_cpu_initialization else None,
+                         dtype=config.params_dtype)
 
 
 class SDPAttention(MegatronModule):
