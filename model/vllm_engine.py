@@ -259,15 +259,17 @@ class SharedTensors:
         import torch
 
         self.spec, sizes = [], {}  # (name, dtype name, offset, shape)
-        for name, t in tensors.items():
-            key = str(t.dtype).removeprefix("torch.")
-            self.spec.append((name, key, sizes.get(key, 0), tuple(t.shape)))
-            sizes[key] = sizes.get(key, 0) + t.numel()
+        for name, key, shape in self._layout(tensors):
+            self.spec.append((name, key, sizes.get(key, 0), shape))
+            sizes[key] = sizes.get(key, 0) + tensors[name].numel()
         self.buffers = {k: torch.empty(n, dtype=getattr(torch, k)).share_memory_() for k, n in sizes.items()}
 
+    @staticmethod
+    def _layout(tensors: dict) -> list[tuple[str, str, tuple]]:
+        return [(n, str(t.dtype).removeprefix("torch."), tuple(t.shape)) for n, t in tensors.items()]
+
     def fits(self, tensors: dict) -> bool:
-        return [(n, k, s) for n, k, _, s in self.spec] == [
-            (n, str(t.dtype).removeprefix("torch."), tuple(t.shape)) for n, t in tensors.items()]
+        return [(n, k, s) for n, k, _, s in self.spec] == self._layout(tensors)
 
     def fill(self, tensors: dict) -> "SharedTensors":
         for (name, _, _, _), (_, view) in zip(self.spec, self.items()):
