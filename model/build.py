@@ -73,7 +73,7 @@ def layer_spec(cfg: ModelConfig):
             num_experts=cfg.num_experts or None, moe_grouped_gemm=True, qk_layernorm=cfg.qk_layernorm)
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
-    from model.layers import AlignedSequentialMLP, QKRMSNorm, RMSNorm, SDPAttention
+    from model.layers import GroupedSequentialMLP, QKRMSNorm, RMSNorm, SDPAttention
 
     spec = copy.deepcopy(get_gpt_layer_local_spec(num_experts=cfg.num_experts or None, moe_grouped_gemm=False,
                                                   qk_layernorm=cfg.qk_layernorm, normalization="RMSNorm"))
@@ -86,7 +86,7 @@ def layer_spec(cfg: ModelConfig):
         attn.q_layernorm = QKRMSNorm
         attn.k_layernorm = QKRMSNorm
     if cfg.is_moe:
-        sub.mlp.submodules.experts.module = AlignedSequentialMLP
+        sub.mlp.submodules.experts.module = GroupedSequentialMLP
     return spec
 
 

@@ -9,7 +9,7 @@ and a bf16 SFT step took 1.00 s with it against 1.01 s without (medians of 10 st
 bf16 output GEMM is a small part of a step dominated by small MoE operations.
 
 The rows are the loss positions plus the first other positions up to a multiple of ALIGN, so the output GEMM keeps a
-few shapes (oneDNN reuses a primitive per shape; the same reason as layers.AlignedSequentialMLP). Each selected row's
+few shapes (oneDNN reuses a primitive per shape; the same reason as layers.GroupedSequentialMLP). Each selected row's
 logits are those of the full computation up to the GEMM's summation order. No selection (None) where the rank has no
 output layer (an earlier pipeline stage), under sequence parallelism (the hidden states are split along the
 sequence) or multi-token prediction, and when every position counts.
