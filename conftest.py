@@ -16,11 +16,11 @@ pytest_plugins = ["tests.trained_fixtures"]
 
 import pytest  # noqa: E402 - after the environment above
 
-# `make test` runs on pytest-xdist workers with --dist loadgroup (Makefile TEST_WORKERS). Every test is grouped by its
-# file, so a file's module fixtures are built once, on one worker; the files that share the trained target of
-# tests/trained_fixtures.py (~2 min to build) form one group. With --no-loadscope-reorder the groups go out in
-# collection order, and the groups whose fixtures take longest come first so that no worker is left alone with one
-# at the end.
+# `make test` runs on pytest-xdist workers (Makefile TEST_WORKERS). The scheduler below sends each file's tests to one
+# worker, so its module fixtures are built once, and the files that share the trained target of
+# tests/trained_fixtures.py (~2 min to build) to the same one. (xdist's own --dist loadgroup marks do not take with
+# pytest 9.2: every test went out alone.) With --no-loadscope-reorder the groups go out in collection order, and the
+# groups whose fixtures take longest come first so that no worker is left alone with one at the end.
 SHARED_GROUPS = {"serving/tests/": "trained_target", "tests/test_one_protocol.py": "trained_target"}
 FIRST = ("tests/test_chain.py", "trained_target", "rl/tests/test_rl_train.py", "rl/tests/test_rl_routing.py",
          "rl/tests/test_rl_async.py")
@@ -31,9 +31,17 @@ def xdist_group_of(nodeid: str) -> str:
     return next((g for prefix, g in SHARED_GROUPS.items() if path.startswith(prefix)), path)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent without it
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid)
+
+    return ByGroup(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item.nodeid)))
     rank = {g: i for i, g in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(xdist_group_of(item.nodeid), len(FIRST)))  # stable: files stay whole
