@@ -65,16 +65,17 @@ $(SETUP_STAMP):
 	rm -f .venv/.setup-* && touch $@
 
 # Two pytest-xdist workers on 2 cores: much of the suite is process start-up (imports, engines, sandboxes) on one
-# core. Serial: 29m18s (a106172); 2 workers, one per file: 21m29s at 176% CPU. conftest.py's scheduler sends a
-# file's tests to one worker, so each module fixture is built once. Training inside the tests shares the cores: passive OpenMP
-# waiting (TRAIN_SPIN=0), see the note above TRAIN_SPIN.
+# core. Clean-clone CI: serial 29m18s (a106172); 2 workers 17m35s (028d2f5). conftest.py's scheduler sends a file's
+# tests to one worker, so each module fixture is built once. Training inside the tests shares the cores: passive
+# OpenMP waiting (TRAIN_SPIN=0), see the note above TRAIN_SPIN.
 TEST_WORKERS ?= 2## pytest-xdist worker processes of make test (0: all tests in one process)
 test: export TRAIN_SPIN := 0
 test: setup ## run the test suite (what CI runs)
 	$(PY) -m pytest -q -ra --durations=25 -n $(TEST_WORKERS) --dist load --no-loadscope-reorder $(PYTEST_ARGS)
 
+test-fast: export TRAIN_SPIN := 0
 test-fast: setup ## the suite without tests marked slow
-	$(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -m "not slow" -n $(TEST_WORKERS) --dist load --no-loadscope-reorder $(PYTEST_ARGS)
 
 # what demo makes before the figures (they read the results files of all of these)
 DEMO := base sft eval-sft rl fast eval
