@@ -22,7 +22,8 @@ def have_te() -> bool:
         return False
 
 
-def transformer_config(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype = torch.float32):
+def transformer_config(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype = torch.float32,
+                       fuse_elementwise: bool = False):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     on_cpu = cpu_compat.active() or not torch.cuda.is_available()
@@ -53,6 +54,11 @@ def transformer_config(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype
         tc.yarn_original_max_position_embeddings = rs.original_max_position_embeddings
         tc.yarn_beta_fast, tc.yarn_beta_slow, tc.yarn_mscale, tc.yarn_mscale_all_dim = 32.0, 1.0, 1.0, 0.0
         tc.yarn_correction_range_round_to_int = True
+    if fuse_elementwise:  # read by model/layers.py's norms and experts through getattr on the config
+        from model import fused
+
+        fused.check()
+        tc.fuse_elementwise = True
     return tc
 
 
@@ -101,12 +107,13 @@ def block_spec(cfg: ModelConfig, tc):
     return TransformerBlockSubmodules(layer_specs=[layer_spec(cfg)] * get_num_layers_to_build(tc), layer_norm=RMSNorm)
 
 
-def build_model(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype = torch.float32):
-    """This rank's GPTModel (pre/post process set from its pipeline stage)."""
+def build_model(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype = torch.float32,
+                fuse_elementwise: bool = False):
+    """This rank's GPTModel (pre/post process set from its pipeline stage); `fuse_elementwise`: model/fused.py."""
     from megatron.core import parallel_state
     from megatron.core.models.gpt import GPTModel
 
-    tc = transformer_config(cfg, par, dtype)
+    tc = transformer_config(cfg, par, dtype, fuse_elementwise)
     rs = cfg.rope_scaling
     kwargs = dict(position_embedding_type="yarn" if rs.type == "yarn" else "rope", rotary_base=int(cfg.rope_theta))
     if rs.type == "linear":
@@ -118,6 +125,10 @@ def build_model(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype = torc
         max_sequence_length=cfg.max_position_embeddings,
         pre_process=parallel_state.is_pipeline_first_stage(), post_process=parallel_state.is_pipeline_last_stage(),
         share_embeddings_and_output_weights=cfg.tie_word_embeddings, parallel_output=True, **kwargs)
+    if fuse_elementwise and par.tp == 1 and not have_te():  # TP shards the vocabulary: Megatron's loss reduces it
+        from model import fused
+
+        model.compute_language_model_loss = fused.language_model_loss
     if torch.cuda.is_available() and not cpu_compat.active():
         model.cuda()
     return model

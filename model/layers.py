@@ -13,6 +13,8 @@
 - `GroupedSequentialMLP`: Megatron's SequentialMLP whose experts run on the CPU as one grouped GEMM per linear,
   each expert's rows padded to a multiple of 64 in every dtype but float32 (bf16 in practice), so oneDNN reuses
   its GEMM primitives across steps.
+With `train.fuse_elementwise` (the TransformerConfig's `fuse_elementwise`, set by model/build.py) the norms and the
+experts' activation run compiled (model/fused.py).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import torch.nn.functional as F
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.moe.experts import SequentialMLP
 
-from model import masks
+from model import fused, masks
 
 
 class _RMSNormFn(torch.autograd.Function):
@@ -51,7 +53,11 @@ class _RMSNormFn(torch.autograd.Function):
 
 
 class _FastRMSNorm(torch.nn.RMSNorm):
+    fused = False  # train.fuse_elementwise: the compiled norm (model/fused.py) instead of _RMSNormFn
+
     def forward(self, x):
+        if self.fused:
+            return fused.rms_norm(x, self.weight, self.eps)
         return _RMSNormFn.apply(x, self.weight, self.eps)
 
 
@@ -59,6 +65,7 @@ class RMSNorm(_FastRMSNorm):
     def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):
         super().__init__(normalized_shape=hidden_size, eps=eps, device="cpu" if config.use_cpu_initialization else None,
                          dtype=config.params_dtype)
+        self.fused = getattr(config, "fuse_elementwise", False)
         if config.sequence_parallel:
             self.weight.sequence_parallel = True
 
@@ -69,6 +76,7 @@ class QKRMSNorm(_FastRMSNorm):
     def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):
         super().__init__(normalized_shape=hidden_size, eps=eps, device="cpu" if config.use_cpu_initialization else None,
                          dtype=config.params_dtype)
+        self.fused = getattr(config, "fuse_elementwise", False)
 
 
 class SDPAttention(MegatronModule):
@@ -164,8 +172,12 @@ class GroupedSequentialMLP(SequentialMLP):
         offs = torch.tensor(sizes, dtype=torch.int32).cumsum(0, dtype=torch.int32)
         w1 = torch.stack([e.linear_fc1.weight for e in self.local_experts]).transpose(1, 2)
         w2 = torch.stack([e.linear_fc2.weight for e in self.local_experts]).transpose(1, 2)
-        gate, up = torch._grouped_mm(x, w1, offs=offs).chunk(2, dim=-1)
-        h = (F.silu(gate) * up * probs.unsqueeze(-1)).to(x.dtype)
+        y = torch._grouped_mm(x, w1, offs=offs)
+        if getattr(self.config, "fuse_elementwise", False):
+            h = fused.swiglu_probs(y, probs)
+        else:
+            gate, up = y.chunk(2, dim=-1)
+            h = (F.silu(gate) * up * probs.unsqueeze(-1)).to(x.dtype)
         out = torch._grouped_mm(h, w2, offs=offs)
         return (out if pos is None else out.index_select(0, pos)), None
 

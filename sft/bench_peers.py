@@ -9,6 +9,9 @@ trains on its packs of them (document-causal attention), TRL on `max_length` row
   trl_bfd      packing="bfd" (padding-free; documents isolated through restarting position ids: measured below)
   trl_wrapped  packing="wrapped" (documents cut and concatenated; attention crosses documents: its fastest)
   trl_none     no packing, one document per row, padded to the batch's longest
+  trl_bfd_compiled, trl_wrapped_compiled   the same with torch_compile=True (the Trainer compiles the model with
+               Inductor; its steps after the first are steady, measured); ours compiles its norms, experts'
+               activation and loss when the recipe says train.fuse_elementwise. --no-trl-compiled leaves them out
 Each arm is its own process (TRL from `make peers-venv`), arms run back to back, `--rounds` times in alternating
 order. Rates: real tokens of the steps after `--warmup` over the time between their lines (this process
 timestamps each step's line), so start-up and warm-up are left out on both sides. Each TRL arm also reports how
@@ -31,7 +34,8 @@ if not __package__:  # run by path: the project's packages import from the repos
 from model import cli, peers  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 
-TRL_ARMS = {"trl_bfd": "bfd", "trl_wrapped": "wrapped", "trl_none": "none"}
+TRL_ARMS = {"trl_bfd": ("bfd", False), "trl_wrapped": ("wrapped", False), "trl_none": ("none", False),
+            "trl_bfd_compiled": ("bfd", True), "trl_wrapped_compiled": ("wrapped", True)}  # packing, torch_compile
 STEP_LINE = re.compile(r"^step (\d+)/\d+ \|")
 
 
@@ -84,14 +88,15 @@ def ours(a, rc, real: list[int], out: Path) -> dict:
                                                          "that a packed document's loss equals its loss alone"}}
 
 
-def trl(a, rc, py: Path, docs: Path, packing: str) -> dict:
+def trl(a, rc, py: Path, docs: Path, packing: str, compiled: bool) -> dict:
     par, tr = rc["parallel"], rc["train"]
     cmd = [str(py), str(Path(__file__).with_name("peer_trl.py")), "--model", str(a.base / "hf"), "--docs", str(docs),
            "--packing", packing, "--steps", str(a.steps), "--max-length", str(tr["seq_length"]),
            "--batch", str(par["micro_batch_size"]), "--accum", str(par["global_batch_size"] // par["micro_batch_size"]),
            "--lr", str(rc["optim"]["lr"]), "--threads", str(a.threads), "--seed", str(tr["seed"]),
            "--dtype", "bf16" if a.dtype == "bfloat16" else "fp32", "--out", str(docs.parent / f"trl_{packing}")]
-    lines = peers.timed_lines(cmd, what=f"TRL SFT ({packing})")
+    cmd += ["--compile"] if compiled else []
+    lines = peers.timed_lines(cmd, what=f"TRL SFT ({packing}{', compiled' if compiled else ''})")
     msgs = peers.messages(lines)
     pts = [(t, m["step"], m["real_tokens"]) for t, m in msgs if "step" in m]
     info = {k: v for _, m in msgs for k, v in m.items() if k in ("isolation", "done")}
@@ -107,14 +112,14 @@ def isolated_settings(arms: dict) -> tuple[list[str] | None, dict]:
     The floor is measured because it is the dtype's: ~1e-6 in float32, one rounding step of a logit (~0.06) in
     bfloat16, where a fixed 1e-4 would call even unpacked rows unisolated. None (not judged, with the reason) when
     the unpacked rows differ by more than 0.5: the probe itself is broken."""
-    diff = {k: [x["isolation"]["max_abs_logit_difference"] for x in arms[k]] for k in TRL_ARMS}
+    diff = {k: [x["isolation"]["max_abs_logit_difference"] for x in arms[k]] for k in TRL_ARMS if k in arms}
     floor = max(diff["trl_none"])
     if floor > 0.5:
         return None, {"noise_floor_trl_none": floor, "judged": False,
                       "reason": f"TRL unpacked rows differ from their documents alone by {floor:g} logits: the "
                                 "isolation probe is broken, so no setting can be called isolated"}
     tol = max(ISOLATION_MIN, ISOLATION_TIMES_NOISE * floor)
-    return [k for k in TRL_ARMS if max(diff[k]) <= tol], {
+    return [k for k in diff if max(diff[k]) <= tol], {
         "max_abs_logit_difference": tol, "noise_floor_trl_none": floor,
         "rule": f"isolated when every run's max |logit packed - logit alone| <= max({ISOLATION_MIN:g}, "
                 f"{ISOLATION_TIMES_NOISE:g} x trl_none's)"}
@@ -128,6 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
                     help="both sides' dtype (default: the recipe's train.dtype, what the chain trains in)")
     peers.arm_args(ap, steps=24, warmup=4)
+    ap.add_argument("--no-trl-compiled", action="store_true",
+                    help="leave out TRL's torch_compile arms (trl_*_compiled): a shorter run")
     a = ap.parse_args(argv)
     from model import manifest, recipe
 
@@ -148,10 +155,11 @@ def main(argv=None) -> int:
         rows = documents(packs, real)
         datasets.Dataset.from_list(rows).save_to_disk(str(docs))
         runs = {"ours": lambda: ours(a, rc, real, Path(tempfile.mkdtemp(dir=tmp)) / "sft"),
-                **{k: (lambda p=p: trl(a, rc, py, docs, p)) for k, p in TRL_ARMS.items()}}
+                **{k: (lambda p=p, c=c: trl(a, rc, py, docs, p, c)) for k, (p, c) in TRL_ARMS.items()
+                   if not (c and a.no_trl_compiled)}}
         arms = peers.alternate(runs, a.rounds, "per_s", "real tok/s")
     tok_s = peers.median_of(arms, "per_s")
-    fastest = max(TRL_ARMS, key=lambda k: tok_s[k])
+    fastest = max((k for k in TRL_ARMS if k in arms), key=lambda k: tok_s[k])
     positions = rc["parallel"]["global_batch_size"] * rc["train"]["seq_length"]
     isolated, tolerance = isolated_settings(arms)
     best_isolated = max(isolated, key=lambda k: tok_s[k]) if isolated else None
@@ -161,7 +169,7 @@ def main(argv=None) -> int:
         "model": str(a.base / "hf"), "data": str(a.data), "documents": len(rows), "recipe": a.recipe,
         "settings": {"seq_length": rc["train"]["seq_length"], "micro_batch": rc["parallel"]["micro_batch_size"],
                      "rows_per_step": rc["parallel"]["global_batch_size"], "lr": rc["optim"]["lr"],
-                     "dtype": a.dtype, "threads": a.threads, "steps": a.steps, "warmup_steps_left_out": a.warmup,
+                     "dtype": a.dtype, "fuse_elementwise": rc["train"]["fuse_elementwise"], "threads": a.threads, "steps": a.steps, "warmup_steps_left_out": a.warmup,
                      "rounds": a.rounds, "overrides": a.overrides,
                      "LD_PRELOAD": os.environ.get("LD_PRELOAD", ""), "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
                      "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT")},

@@ -73,6 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="compute dtype (bf16: autocast over fp32 weights)")
     ap.add_argument("--seed", type=int, default=1234, help="seed of the trainer")
+    ap.add_argument("--compile", action="store_true", help="torch_compile=True: the Trainer compiles the model (Inductor)")
     ap.add_argument("--out", default="/tmp/peer_trl_sft", help="TRL's output_dir (nothing is saved)")
     a = ap.parse_args(argv)
 
@@ -91,7 +92,7 @@ def main(argv=None) -> int:
               max_steps=a.steps, learning_rate=a.lr, lr_scheduler_type="constant", logging_steps=10**9, report_to=[],
               use_cpu=True, save_strategy="no", completion_only_loss=True, dataloader_num_workers=0,
               output_dir=a.out, bf16=a.dtype == "bf16", seed=a.seed, disable_tqdm=True,
-              include_num_input_tokens_seen="non_padding")
+              include_num_input_tokens_seen="non_padding", torch_compile=a.compile)
     kw.update(packing=False) if a.packing == "none" else kw.update(packing=True, packing_strategy=a.packing)
     seen = {"tokens": 0}
 

@@ -76,3 +76,13 @@ def test_a_broken_probe_judges_no_setting_and_says_why():
 
     isolated, tol = isolated_settings(_arms([4e-6], [6.6], [3.0]))
     assert isolated is None and tol["judged"] is False and "probe is broken" in tol["reason"]
+
+
+def test_compiled_arms_are_judged_like_the_others():
+    # TRL's torch_compile arms are candidates for its best isolated and its fastest setting alike
+    from sft.bench_peers import isolated_settings
+
+    arms = _arms([0.031], [6.7], [0.0625])
+    arms.update({k: [{"isolation": {"max_abs_logit_difference": v}}]
+                 for k, v in (("trl_bfd_compiled", 0.031), ("trl_wrapped_compiled", 6.7))})
+    assert isolated_settings(arms)[0] == ["trl_bfd", "trl_none", "trl_bfd_compiled"]
