@@ -12,6 +12,10 @@ trains on its packs of them (document-causal attention), TRL on `max_length` row
   trl_bfd_compiled, trl_wrapped_compiled   the same with torch_compile=True (the Trainer compiles the model with
                Inductor; its steps after the first are steady, measured); ours compiles its norms, experts'
                activation and loss when the recipe says train.fuse_elementwise. --no-trl-compiled leaves them out
+  trl_bfd_mb<m>, trl_wrapped_mb<m>   the same rows per step in micro batches of m rows (gradient accumulation over
+               the rest): every split of the recipe's global batch into one or two micro batches that is not the
+               recipe's own (TRL's fastest split differs by setting: measured, 4 x 1 rows was 10% slower than 2 x 2
+               with bfd and 9% faster with wrapped), so each side is compared at its own best micro batch
 Each arm is its own process (TRL from `make peers-venv`), arms run back to back, `--rounds` times in alternating
 order. Rates: real tokens of the steps after `--warmup` over the time between their lines (this process
 timestamps each step's line), so start-up and warm-up are left out on both sides. Each TRL arm also reports how
@@ -34,8 +38,19 @@ if not __package__:  # run by path: the project's packages import from the repos
 from model import cli, peers  # noqa: E402
 from model.config import ConfigError  # noqa: E402
 
-TRL_ARMS = {"trl_bfd": ("bfd", False), "trl_wrapped": ("wrapped", False), "trl_none": ("none", False),
-            "trl_bfd_compiled": ("bfd", True), "trl_wrapped_compiled": ("wrapped", True)}  # packing, torch_compile
+PACKED = ("bfd", "wrapped")  # TRL's packing settings; "none" is the unpacked floor the isolation is judged against
+
+
+def trl_arms(micro_batch: int, global_batch: int, compiled: bool = True) -> dict[str, tuple[str, bool, int]]:
+    """Arm name -> (packing, torch_compile, micro batch rows): each setting at the recipe's micro batch, the packed
+    ones also compiled and at the other one- or two-micro-batch splits of the global batch."""
+    arms = {f"trl_{p}": (p, False, micro_batch) for p in (*PACKED, "none")}
+    if compiled:
+        arms.update({f"trl_{p}_compiled": (p, True, micro_batch) for p in PACKED})
+    for m in sorted({global_batch, global_batch // 2} - {micro_batch, 0}):
+        if global_batch % m == 0:
+            arms.update({f"trl_{p}_mb{m}": (p, False, m) for p in PACKED})
+    return arms
 STEP_LINE = re.compile(r"^step (\d+)/\d+ \|")
 
 
@@ -88,15 +103,16 @@ def ours(a, rc, real: list[int], out: Path) -> dict:
                                                          "that a packed document's loss equals its loss alone"}}
 
 
-def trl(a, rc, py: Path, docs: Path, packing: str, compiled: bool) -> dict:
+def trl(a, rc, py: Path, docs: Path, packing: str, compiled: bool, micro_batch: int) -> dict:
     par, tr = rc["parallel"], rc["train"]
     cmd = [str(py), str(Path(__file__).with_name("peer_trl.py")), "--model", str(a.base / "hf"), "--docs", str(docs),
            "--packing", packing, "--steps", str(a.steps), "--max-length", str(tr["seq_length"]),
-           "--batch", str(par["micro_batch_size"]), "--accum", str(par["global_batch_size"] // par["micro_batch_size"]),
+           "--batch", str(micro_batch), "--accum", str(par["global_batch_size"] // micro_batch),
            "--lr", str(rc["optim"]["lr"]), "--threads", str(a.threads), "--seed", str(tr["seed"]),
            "--dtype", "bf16" if a.dtype == "bfloat16" else "fp32", "--out", str(docs.parent / f"trl_{packing}")]
     cmd += ["--compile"] if compiled else []
-    lines = peers.timed_lines(cmd, what=f"TRL SFT ({packing}{', compiled' if compiled else ''})")
+    lines = peers.timed_lines(cmd, what=f"TRL SFT ({packing}{', compiled' if compiled else ''}, micro batch "
+                                        f"{micro_batch})")
     msgs = peers.messages(lines)
     pts = [(t, m["step"], m["real_tokens"]) for t, m in msgs if "step" in m]
     info = {k: v for _, m in msgs for k, v in m.items() if k in ("isolation", "done")}
@@ -112,7 +128,7 @@ def isolated_settings(arms: dict) -> tuple[list[str] | None, dict]:
     The floor is measured because it is the dtype's: ~1e-6 in float32, one rounding step of a logit (~0.06) in
     bfloat16, where a fixed 1e-4 would call even unpacked rows unisolated. None (not judged, with the reason) when
     the unpacked rows differ by more than 0.5: the probe itself is broken."""
-    diff = {k: [x["isolation"]["max_abs_logit_difference"] for x in arms[k]] for k in TRL_ARMS if k in arms}
+    diff = {k: [x["isolation"]["max_abs_logit_difference"] for x in v] for k, v in arms.items() if k.startswith("trl_")}
     floor = max(diff["trl_none"])
     if floor > 0.5:
         return None, {"noise_floor_trl_none": floor, "judged": False,
@@ -155,11 +171,12 @@ def main(argv=None) -> int:
         rows = documents(packs, real)
         datasets.Dataset.from_list(rows).save_to_disk(str(docs))
         runs = {"ours": lambda: ours(a, rc, real, Path(tempfile.mkdtemp(dir=tmp)) / "sft"),
-                **{k: (lambda p=p, c=c: trl(a, rc, py, docs, p, c)) for k, (p, c) in TRL_ARMS.items()
-                   if not (c and a.no_trl_compiled)}}
+                **{k: (lambda p=p, c=c, m=m: trl(a, rc, py, docs, p, c, m))
+                   for k, (p, c, m) in trl_arms(rc["parallel"]["micro_batch_size"], rc["parallel"]["global_batch_size"],
+                                                not a.no_trl_compiled).items()}}
         arms = peers.alternate(runs, a.rounds, "per_s", "real tok/s")
     tok_s = peers.median_of(arms, "per_s")
-    fastest = max((k for k in TRL_ARMS if k in arms), key=lambda k: tok_s[k])
+    fastest = max((k for k in arms if k.startswith("trl_")), key=lambda k: tok_s[k])
     positions = rc["parallel"]["global_batch_size"] * rc["train"]["seq_length"]
     isolated, tolerance = isolated_settings(arms)
     best_isolated = max(isolated, key=lambda k: tok_s[k]) if isolated else None

@@ -86,3 +86,17 @@ def test_compiled_arms_are_judged_like_the_others():
     arms.update({k: [{"isolation": {"max_abs_logit_difference": v}}]
                  for k, v in (("trl_bfd_compiled", 0.031), ("trl_wrapped_compiled", 6.7))})
     assert isolated_settings(arms)[0] == ["trl_bfd", "trl_none", "trl_bfd_compiled"]
+
+
+@pytest.mark.parametrize("micro, rows, others", [(4, 4, [2]), (2, 4, [4]), (1, 4, [2, 4]), (1, 2, [2])])
+def test_trl_runs_its_packed_settings_at_every_one_or_two_micro_batch_split(micro, rows, others):
+    # so TRL is compared at its own best micro batch, not only at ours
+    from sft.bench_peers import trl_arms
+
+    arms = trl_arms(micro, rows)
+    assert {k: v for k, v in arms.items() if "_mb" not in k} == {
+        "trl_bfd": ("bfd", False, micro), "trl_wrapped": ("wrapped", False, micro), "trl_none": ("none", False, micro),
+        "trl_bfd_compiled": ("bfd", True, micro), "trl_wrapped_compiled": ("wrapped", True, micro)}
+    assert sorted(v[2] for k, v in arms.items() if "_mb" in k) == sorted(others * 2)
+    assert all(rows % v[2] == 0 for v in arms.values())
+    assert "trl_bfd_compiled" not in trl_arms(micro, rows, compiled=False)
