@@ -54,10 +54,12 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_RECIPE = "tiny_cpu"  # its model block is the tiny MoE base; results/bench/train.json
 
 
-def default_out(recipe: str, dtype: str) -> str:
+def default_out(recipe: str, dtype: str, fused: bool = False) -> str:
     """results/bench/train.json for the tiny default in fp32 (the committed reference's name), else
-    train_<recipe>[_bf16].json, so a run of another recipe or dtype never overwrites it (the Makefile's names)."""
-    tag = ("" if recipe == DEFAULT_RECIPE else f"_{Path(recipe).stem}") + ("_bf16" if dtype == "bf16" else "")
+    train_<recipe>[_bf16][_fused].json, so a run of another recipe, dtype or --fuse-elementwise never overwrites it
+    (the Makefile's names)."""
+    tag = (("" if recipe == DEFAULT_RECIPE else f"_{Path(recipe).stem}") + ("_bf16" if dtype == "bf16" else "")
+           + ("_fused" if fused else ""))
     return f"results/bench/train{tag}.json"
 
 
@@ -211,7 +213,7 @@ class MegatronSide:
         par = ParallelConfig(micro_batch_size=args.batch, global_batch_size=args.batch)
         parallel.init(par, self.cfg, seed=1, seq_length=seq)
         torch.set_num_threads(args.threads)
-        m = build_model(self.cfg, par, dtype=dtype)
+        m = build_model(self.cfg, par, dtype=dtype, fuse_elementwise=args.fuse_elementwise)
         hf_mapping.load_hf_into(m, tensors if tensors is not None else hf_mapping.init_hf_state(self.cfg, 3), self.cfg)
         del tensors
         # the baseline's weights: converted from this very model
@@ -400,6 +402,9 @@ def main() -> None:
                     help="extra baseline steps with AdamW(fused=True) and as many without, reported beside (0 = skip; "
                          "default: bench.fused_cost)")
     ap.add_argument("--profile", action="store_true", help="also record torch.profiler top ops of 2 steps per side")
+    ap.add_argument("--fuse-elementwise", action="store_true",
+                    help="Megatron side: the norms, the experts' activation and the loss compiled (train.fuse_elementwise, "
+                         "model/fused.py); compiling happens in the warm-up steps")
     args = ap.parse_args()
     with cli.input_errors(FileNotFoundError, ValueError):  # bad input: one line, before any work
         rc, cfg, bench = load_bench(args.recipe, args.overrides)
@@ -415,7 +420,7 @@ def main() -> None:
         if args.base is not None:
             tensors, src = load_base(args.base, cfg)
             weights = f"loaded from {src}"
-    out = Path(args.out or default_out(args.recipe, args.dtype))
+    out = Path(args.out or default_out(args.recipe, args.dtype, args.fuse_elementwise))
 
     torch.set_num_threads(args.threads)
     flops = model_flops_per_step(cfg, args.batch, seq)
@@ -500,7 +505,7 @@ def main() -> None:
         "model": "MoE" if cfg.is_moe else "dense",
         "weights": weights,
         "model_config": cfg.to_dict(),
-        "setup": {"dtype": args.dtype, "seq_length": seq, "micro_batch": args.batch, "global_batch": args.batch,
+        "setup": {"dtype": args.dtype, "fuse_elementwise": args.fuse_elementwise, "seq_length": seq, "micro_batch": args.batch, "global_batch": args.batch,
                   "warmup_steps": args.warmup, "timed_steps": args.steps, "schedule": "interleaved megatron/hf steps",
                   "optimizer": "Adam(W) lr 1e-4 betas (0.9, 0.95) wd 0.1 clip 1.0",
                   "optimizer_impl": {"megatron": "Megatron optimizer over torch AdamW, fused CPU kernel (model.train.fuse_cpu_adam)",

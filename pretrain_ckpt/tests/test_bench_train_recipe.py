@@ -52,6 +52,7 @@ def test_tiny_default_is_the_tiny_moe_base_with_todays_sizes(bt):
     assert bt.default_out("tiny_cpu", "fp32") == "results/bench/train.json"
     assert bt.default_out("smollm2_cpu", "fp32") == "results/bench/train_smollm2_cpu.json"
     assert bt.default_out("smollm2_cpu", "bf16") == "results/bench/train_smollm2_cpu_bf16.json"
+    assert bt.default_out("tiny_cpu", "bf16", fused=True) == "results/bench/train_bf16_fused.json"
 
 
 def test_a_typo_in_the_bench_section_is_refused(bt):
@@ -104,6 +105,8 @@ def test_make_bench_train_passes_the_recipe_and_names_its_results_file():
         "--recipe smollm2_cpu --dtype fp32 --profile --out results/bench/train_smollm2_cpu.json")
     assert make_n("RECIPE=smollm2_cpu", "BENCH_DTYPE=bf16", "RESULTS=/tmp/r").endswith(
         "--recipe smollm2_cpu --dtype bf16 --profile --out /tmp/r/bench/train_smollm2_cpu_bf16.json")
+    assert make_n("BENCH_DTYPE=bf16", "BENCH_FUSE=1").endswith(
+        "--recipe tiny_cpu --dtype bf16 --profile --fuse-elementwise --out results/bench/train_bf16_fused.json")
 
 
 def test_a_base_of_another_model_is_refused_in_one_line(tmp_path):
