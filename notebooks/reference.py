@@ -32,8 +32,6 @@ MAKERS = {  # results path -> the command that writes it (documentation in the i
     "bench/train_smollm2_cpu.json": "make bench-train RECIPE=smollm2_cpu",
     "bench/train_smollm2_cpu_bf16.json": "make bench-train RECIPE=smollm2_cpu BENCH_DTYPE=bf16",
     "bench/peers.json": "make bench-peers",
-    "bench/peers_bf16.json": "python -m sft.bench_peers --base checkpoints/base --data data/sft --recipe tiny_cpu "
-                             "--steps 24 --rounds 2 --out results/bench/peers_bf16.json",
     "bench/peers_smollm2_cpu.json": "make bench-peers RECIPE=smollm2_cpu BENCH_PEERS_STEPS=8 BENCH_PEERS_GRPO_STEPS=5 "
                                     "BENCH_PEERS_ROUNDS=1",
     "bench/rl.json": "make bench-rl",
