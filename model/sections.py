@@ -65,7 +65,7 @@ class TrainConfig:
     eval_every: int = 100  # held-out loss interval (0 = only at the end)
     eval_batches: int = 4  # global batches of held-out data per evaluation
     dtype: str = "float32"  # float32 | bfloat16 (bf16 on GPU)
-    fuse_elementwise: bool = False  # norms and the experts' activation via torch.compile (model/fused.py; CPU: g++)
+    fuse_elementwise: bool = False  # norms, experts' activation and loss via torch.compile (model/fused.py; CPU: g++)
 
 
 def cluster() -> Partial:
