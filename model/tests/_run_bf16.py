@@ -42,7 +42,8 @@ class _Hooks(Hooks):
 
 
 def _rc(cfg, par, dtype: str, lr: float, steps: int, save_every: int = 0) -> RunConfig:
-    tr = {"steps": steps, "seed": 1, "seq_length": SEQ, "dtype": dtype, "save_every": save_every, "keep_steps": 1}
+    tr = {"steps": steps, "seed": 1, "seq_length": SEQ, "dtype": dtype, "save_every": save_every, "keep_steps": 1,
+          "fuse_elementwise": False}
     return RunConfig({}, cfg, par, train.OptimConfig(lr=lr, min_lr=lr, warmup_steps=0), tr)
 
 
