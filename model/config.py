@@ -137,8 +137,12 @@ class ParallelConfig:
         dp = self.data_parallel_size(world_size)
         per_step = self.micro_batch_size * dp
         if self.global_batch_size % per_step:
+            share = self.global_batch_size // dp if self.global_batch_size % dp == 0 else 0
+            fit = max((m for m in range(1, self.micro_batch_size) if share % m == 0), default=0) if share else 0
+            fix = (f"set parallel.micro_batch_size={fit} (rows per DP rank: {share}) or " if fit else "set ") + \
+                f"parallel.global_batch_size to a multiple of {per_step}"
             raise ConfigError(f"global_batch_size={self.global_batch_size} is not divisible by "
-                              f"micro_batch_size*DP={self.micro_batch_size}*{dp}={per_step}")
+                              f"micro_batch_size*DP={self.micro_batch_size}*{dp}={per_step}: {fix}")
         return self.global_batch_size // per_step
 
     def validate(self, model: ModelConfig, world_size: int, seq_length: int | None = None) -> None:

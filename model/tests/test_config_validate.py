@@ -11,7 +11,9 @@ MOE = ModelConfig(num_layers=4, vocab_size=512, hidden_size=64, head_dim=16, moe
 CASES = [  # id, model, parallel config, world size, seq length, substrings the message must contain
     ("world_not_divisible", DENSE, ParallelConfig(tp=2, pp=2), 6, None, ["world size 6", "TP*PP*CP", "4"]),
     ("gbs_not_divisible", DENSE, ParallelConfig(tp=1, micro_batch_size=3, global_batch_size=8), 2, None,
-     ["global_batch_size=8", "3*2=6"]),
+     ["global_batch_size=8", "3*2=6", "set parallel.micro_batch_size=2 (rows per DP rank: 4)", "multiple of 6"]),
+    ("gbs_not_divisible_no_smaller_micro_batch", DENSE, ParallelConfig(micro_batch_size=4, global_batch_size=6), 4,
+     None, ["global_batch_size=6", "4*4=16", "set parallel.global_batch_size to a multiple of 16"]),
     ("groups_not_divisible_by_tp", DENSE, ParallelConfig(tp=4, global_batch_size=8), 4, None,
      ["num_query_groups=2", "TP=4"]),
     ("layers_not_divisible_by_pp", DENSE, ParallelConfig(pp=3, micro_batch_size=1, global_batch_size=3), 3, None,
