@@ -42,7 +42,9 @@ def _rms_norm(x, weight, eps: float):
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
 
 
-def _swiglu_probs(y, probs):
+def swiglu_probs_eager(y, probs):
+    """silu(gate) * up * prob per row, where y = [gate | up] (fc1's output); returned in y's dtype. The experts'
+    activation (model/layers.GroupedSequentialMLP), eager; `swiglu_probs` is it compiled."""
     gate, up = y.chunk(2, dim=-1)
     return (F.silu(gate) * up * probs.unsqueeze(-1)).to(y.dtype)
 
@@ -63,8 +65,8 @@ def rms_norm(x, weight, eps: float):
 
 
 def swiglu_probs(y, probs):
-    """silu(gate) * up * prob per row, where y = [gate | up] (fc1's output); returned in y's dtype."""
-    return _compiled(_swiglu_probs)(y, probs)
+    """swiglu_probs_eager, compiled."""
+    return _compiled(swiglu_probs_eager)(y, probs)
 
 
 def language_model_loss(labels, logits):

@@ -53,7 +53,11 @@ class _RMSNormFn(torch.autograd.Function):
 
 
 class _FastRMSNorm(torch.nn.RMSNorm):
-    fused = False  # train.fuse_elementwise: the compiled norm (model/fused.py) instead of _RMSNormFn
+    def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):
+        super().__init__(normalized_shape=hidden_size, eps=eps, device="cpu" if config.use_cpu_initialization else None,
+                         dtype=config.params_dtype)
+        # train.fuse_elementwise: the compiled norm (model/fused.py) instead of _RMSNormFn
+        self.fused = getattr(config, "fuse_elementwise", False)
 
     def forward(self, x):
         if self.fused:
@@ -63,20 +67,13 @@ class _FastRMSNorm(torch.nn.RMSNorm):
 
 class RMSNorm(_FastRMSNorm):
     def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):
-        super().__init__(normalized_shape=hidden_size, eps=eps, device="cpu" if config.use_cpu_initialization else None,
-                         dtype=config.params_dtype)
-        self.fused = getattr(config, "fuse_elementwise", False)
+        super().__init__(config, hidden_size, eps)
         if config.sequence_parallel:
             self.weight.sequence_parallel = True
 
 
 class QKRMSNorm(_FastRMSNorm):
     """Per-head q/k norm (Qwen3): grads are summed over TP by Megatron (matched by name)."""
-
-    def __init__(self, config, hidden_size: int, eps: float = 1e-6, **_unused):
-        super().__init__(normalized_shape=hidden_size, eps=eps, device="cpu" if config.use_cpu_initialization else None,
-                         dtype=config.params_dtype)
-        self.fused = getattr(config, "fuse_elementwise", False)
 
 
 class SDPAttention(MegatronModule):
@@ -172,12 +169,8 @@ class GroupedSequentialMLP(SequentialMLP):
         offs = torch.tensor(sizes, dtype=torch.int32).cumsum(0, dtype=torch.int32)
         w1 = torch.stack([e.linear_fc1.weight for e in self.local_experts]).transpose(1, 2)
         w2 = torch.stack([e.linear_fc2.weight for e in self.local_experts]).transpose(1, 2)
-        y = torch._grouped_mm(x, w1, offs=offs)
-        if getattr(self.config, "fuse_elementwise", False):
-            h = fused.swiglu_probs(y, probs)
-        else:
-            gate, up = y.chunk(2, dim=-1)
-            h = (F.silu(gate) * up * probs.unsqueeze(-1)).to(x.dtype)
+        act = fused.swiglu_probs if getattr(self.config, "fuse_elementwise", False) else fused.swiglu_probs_eager
+        h = act(torch._grouped_mm(x, w1, offs=offs), probs)
         out = torch._grouped_mm(h, w2, offs=offs)
         return (out if pos is None else out.index_select(0, pos)), None
 

@@ -11,7 +11,6 @@ eager code it replaces, on random inputs: the largest output and input-gradient 
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -19,8 +18,7 @@ import torch
 
 from model import fused, parallel
 from model.build import build_model
-from model.config import ParallelConfig
-from model.tests._run_layout import GBS, MBS, SEQ, tiny_config
+from model.tests._run_layout import MBS, SEQ, start_tiny, tiny_config
 
 PIECES = ("rms_norm", "swiglu_probs", "language_model_loss")
 
@@ -105,27 +103,18 @@ def compare_pieces(dtype: torch.dtype, cfg) -> dict:
     logits = torch.randn(SEQ, MBS, v, generator=g).to(dtype)
     labels = torch.randint(0, v, (MBS, SEQ), generator=g)
 
-    def swiglu(y, probs):  # GroupedSequentialMLP's eager activation
-        gate, up = y.chunk(2, dim=-1)
-        return (torch.nn.functional.silu(gate) * up * probs.unsqueeze(-1)).to(y.dtype)
-
     def megatron_loss(labels, logits):  # LanguageModule.compute_language_model_loss without fusion
         return tensor_parallel.vocab_parallel_cross_entropy(logits, labels.transpose(0, 1).contiguous()).transpose(0, 1)
 
     return {"rms_norm": compare_piece(lambda x, w: fused.rms_norm(x, w, 1e-6),
                                       lambda x, w: _RMSNormFn.apply(x, w, 1e-6), x, w),
-            "swiglu_probs": compare_piece(fused.swiglu_probs, swiglu, y, probs),
+            "swiglu_probs": compare_piece(fused.swiglu_probs, fused.swiglu_probs_eager, y, probs),
             "language_model_loss": compare_piece(lambda lg: fused.language_model_loss(labels, lg),
                                                  lambda lg: megatron_loss(labels, lg), logits)}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    cfg = tiny_config(True)
-    par = ParallelConfig(micro_batch_size=MBS, global_batch_size=GBS)
-    parallel.init(par, cfg, seed=1, seq_length=SEQ)
+    a, cfg, par = start_tiny(True)
     calls = spy_on_pieces()
     out = {"float32": compare_model(torch.float32, cfg, par, calls),
            "bfloat16_pieces": compare_pieces(torch.bfloat16, cfg)}
