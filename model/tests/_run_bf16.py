@@ -10,18 +10,17 @@ at step 2), then a bf16 run resumed from that checkpoint (steps 3..STEPS). Write
 """
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 from pathlib import Path
 
 import torch
 
-from model import hf_mapping, parallel, train
+from model import hf_mapping, parallel, sections, train
 from model.build import build_model
-from model.config import ParallelConfig
 from model.driver import Hooks, Run
 from model.loop import RunConfig
-from model.tests._run_layout import GBS, MBS, SEQ, make_sample, tiny_config
+from model.tests._run_layout import GBS, SEQ, make_sample, start_tiny
 
 STEPS = 4
 PARENT_STEPS = 12
@@ -42,19 +41,13 @@ class _Hooks(Hooks):
 
 
 def _rc(cfg, par, dtype: str, lr: float, steps: int, save_every: int = 0) -> RunConfig:
-    tr = {"steps": steps, "seed": 1, "seq_length": SEQ, "dtype": dtype, "save_every": save_every, "keep_steps": 1,
-          "fuse_elementwise": False}
+    tr = {**dataclasses.asdict(sections.TrainConfig()),  # every key the driver reads, then this run's
+          "steps": steps, "seed": 1, "seq_length": SEQ, "dtype": dtype, "save_every": save_every, "keep_steps": 1}
     return RunConfig({}, cfg, par, train.OptimConfig(lr=lr, min_lr=lr, warmup_steps=0), tr)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--run-dir", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    cfg = tiny_config(False)
-    par = ParallelConfig(micro_batch_size=MBS, global_batch_size=GBS)
-    parallel.init(par, cfg, seed=1, seq_length=SEQ)
+    a, cfg, par = start_tiny(False, "--run-dir")
     sample = make_sample(n=GBS)  # one batch, repeated: the parent memorises it quickly
 
     m = build_model(cfg, par)

@@ -10,7 +10,6 @@ grouped GEMMs were given, and the row counts the expert modules were called with
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -19,9 +18,8 @@ from megatron.core.transformer.moe.experts import SequentialMLP
 
 from model import parallel
 from model.build import build_model
-from model.config import ParallelConfig
 from model.layers import GroupedSequentialMLP
-from model.tests._run_layout import GBS, MBS, SEQ, tiny_config
+from model.tests._run_layout import start_tiny
 
 COUNTS = [0, 1, 63, 64, 65, 130, 7, 200]  # none, one, below/at/above the alignment, several blocks
 
@@ -75,12 +73,7 @@ def compare(dtype: torch.dtype, cfg, par, forward=GroupedSequentialMLP.forward) 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    cfg = tiny_config(True)
-    par = ParallelConfig(micro_batch_size=MBS, global_batch_size=GBS)
-    parallel.init(par, cfg, seed=1, seq_length=SEQ)
+    a, cfg, par = start_tiny(True)
     out = {str(dt).replace("torch.", ""): compare(dt, cfg, par)
            for dt in (torch.float64, torch.float32, torch.bfloat16)}
     out["float32_padded"] = compare(torch.float32, cfg, par, padded)

@@ -34,6 +34,19 @@ def tiny_config(moe: bool) -> ModelConfig:
                        moe_router_topk=2, max_position_embeddings=SEQ)
 
 
+def start_tiny(moe: bool, *flags: str, micro_batch: int = MBS, global_batch: int = GBS):
+    """The start of a single-process helper that writes JSON: its arguments (--out and `flags`, all required), the
+    tiny model's config, and its ParallelConfig with the process groups initialised."""
+    ap = argparse.ArgumentParser()
+    for f in ("--out", *flags):
+        ap.add_argument(f, required=True)
+    args = ap.parse_args()
+    cfg = tiny_config(moe)
+    par = ParallelConfig(micro_batch_size=micro_batch, global_batch_size=global_batch)
+    parallel.init(par, cfg, seed=1, seq_length=SEQ)
+    return args, cfg, par
+
+
 def make_sample(seed: int = 0, n: int = 64):
     g = torch.Generator().manual_seed(seed)
     data = torch.randint(0, 512, (n, SEQ + 1), generator=g)

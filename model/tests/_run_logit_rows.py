@@ -5,7 +5,6 @@ only (model/logit_rows.py) against the same with logits at every position, from 
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -13,19 +12,13 @@ import torch
 
 from model import hf_mapping, logit_rows, parallel
 from model.build import build_model
-from model.config import ParallelConfig
-from model.tests._run_layout import SEQ, tiny_config
+from model.tests._run_layout import SEQ, start_tiny
 
 B = 4  # 128 positions; a quarter of them in the loss -> 32 rows, aligned to 64
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    cfg = tiny_config(True)
-    par = ParallelConfig(micro_batch_size=B, global_batch_size=B)
-    parallel.init(par, cfg, seed=1, seq_length=SEQ)
+    a, cfg, par = start_tiny(True, micro_batch=B, global_batch=B)
     m = build_model(cfg, par)
     hf_mapping.load_hf_into(m, hf_mapping.init_hf_state(cfg, 3), cfg)
     g = torch.Generator().manual_seed(0)

@@ -43,6 +43,12 @@ def read_json(path: Path):
     return json.loads(Path(path).read_text())
 
 
+def helper_json(out: Path, script: str, *args: str):
+    """Run model/tests/<script> with `args` and `--out out` (one process) and read the JSON it wrote there."""
+    run_helper(script, [*args, "--out", str(out)])
+    return read_json(out)
+
+
 @pytest.fixture(scope="session")
 def session_tmp(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("model_tests")

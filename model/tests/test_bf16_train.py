@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from model.tests.conftest import read_json, run_helper
+from model.tests.conftest import helper_json
 
 TINY_LR_TOL = 0.02  # one step at lr 1e-7: the loss moves by bf16 rounding only
 CURVE_TOL = 0.05  # bf16 vs float32 at lr 1e-3, per step (seen: <= 0.008)
@@ -19,9 +19,7 @@ RESUME_TOL = 1e-6  # a resumed bf16 run vs the uninterrupted one (seen: equal)
 
 @pytest.fixture(scope="module")
 def losses(session_tmp):
-    out = session_tmp / "bf16.json"
-    run_helper("_run_bf16.py", ["--run-dir", str(session_tmp / "bf16_runs"), "--out", str(out)])
-    return read_json(out)
+    return helper_json(session_tmp / "bf16.json", "_run_bf16.py", "--run-dir", str(session_tmp / "bf16_runs"))
 
 
 def test_parent_is_better_than_fresh_model(losses):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from model.tests.conftest import read_json, run_helper
+from model.tests.conftest import helper_json
 
 PIECES = ["rms_norm", "swiglu_probs", "language_model_loss"]  # _run_fused.PIECES
 F32_REL_TOL = 1e-5  # relative to the largest value; measured 1.2e-6 for the worst gradient, 7e-8 for the losses
@@ -18,9 +18,7 @@ BF16_GRAD_NORM_TOL = 0.05  # ||diff|| / ||grad|| per parameter, the dense model 
 
 @pytest.fixture(scope="module")
 def diffs(session_tmp):
-    out = session_tmp / "fused.json"
-    run_helper("_run_fused.py", ["--out", str(out)])
-    return read_json(out)
+    return helper_json(session_tmp / "fused.json", "_run_fused.py")
 
 
 def test_every_piece_runs_compiled(diffs):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from model.tests.conftest import read_json, run_helper
+from model.tests.conftest import helper_json
 
 COUNTS = [0, 1, 63, 64, 65, 130, 7, 200]  # _run_grouped_experts.COUNTS
 F32_REL_TOL = 1e-5  # relative to the largest value; float32 has 24 bits of mantissa
@@ -17,9 +17,7 @@ GROUPED = ["float32", "float32_padded", "bfloat16"]
 
 @pytest.fixture(scope="module")
 def diffs(session_tmp):
-    out = session_tmp / "grouped_experts.json"
-    run_helper("_run_grouped_experts.py", ["--out", str(out)])
-    return read_json(out)
+    return helper_json(session_tmp / "grouped_experts.json", "_run_grouped_experts.py")
 
 
 @pytest.mark.parametrize("case", GROUPED)

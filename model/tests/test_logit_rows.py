@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from model import logit_rows
-from model.tests.conftest import read_json, run_helper
+from model.tests.conftest import helper_json
 
 LOGIT_TOL = 1e-5  # fp32: the same per-row logits up to the GEMM's summation order (seen: equal)
 GRAD_TOL = 1e-6  # against gradients of up to 0.23 (seen: 1.1e-8)
@@ -13,9 +13,7 @@ GRAD_TOL = 1e-6  # against gradients of up to 0.23 (seen: 1.1e-8)
 
 @pytest.fixture(scope="module")
 def res(session_tmp):
-    out = session_tmp / "logit_rows.json"
-    run_helper("_run_logit_rows.py", ["--out", str(out)])
-    return read_json(out)
+    return helper_json(session_tmp / "logit_rows.json", "_run_logit_rows.py")
 
 
 def test_output_layer_sees_only_the_aligned_loss_rows(res):
