@@ -51,6 +51,8 @@ def trl_arms(micro_batch: int, global_batch: int, compiled: bool = True) -> dict
         if global_batch % m == 0:
             arms.update({f"trl_{p}_mb{m}": (p, False, m) for p in PACKED})
     return arms
+
+
 STEP_LINE = re.compile(r"^step (\d+)/\d+ \|")
 
 
