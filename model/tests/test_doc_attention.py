@@ -103,3 +103,47 @@ def test_a_mask_changed_in_place_is_looked_at_again(any_row):
     assert masks.segments(mask) is not None
     mask[0, 0, 10, 2] = False
     assert masks.segments(mask) is None
+
+
+def _calls(monkeypatch):
+    """the dtypes scaled_dot_product_attention sees, per call"""
+    from model import layers
+
+    seen, sdpa = [], F.scaled_dot_product_attention
+    monkeypatch.setattr(layers.F, "scaled_dot_product_attention",
+                        lambda q, *a, **kw: seen.append(q.dtype) or sdpa(q, *a, **kw))
+    return seen
+
+
+@pytest.mark.parametrize("width,grad,dtype,expect", [
+    (64, True, torch.bfloat16, torch.float32),     # short, recorded by autograd: the float32 backward
+    (256, True, torch.bfloat16, torch.bfloat16),   # at FP32_BELOW: bf16's own kernel is as fast or faster
+    (64, False, torch.bfloat16, torch.bfloat16),   # no backward: bf16's forward is the faster one
+    (64, True, torch.float32, torch.float32)])
+def test_short_causal_calls_with_a_backward_run_in_float32(monkeypatch, width, grad, dtype, expect):
+    from model import layers
+
+    assert layers.FP32_BELOW == 256
+    seen = _calls(monkeypatch)
+    q, k, v = (torch.randn(width, 2, h, 16, dtype=dtype, requires_grad=grad) for h in (4, 2, 2))
+    out = _attention()(q, k, v, None)
+    assert seen == [expect] and out.dtype == dtype
+
+
+def test_grouped_documents_in_bf16_compute_the_float32_attention_and_its_gradients(monkeypatch, any_row):
+    """short documents' calls run in float32, so bf16 inputs get the float32 attention of the same (bf16) values:
+    its outputs and gradients rounded once to bf16, where the bf16 kernel's differ by ~0.3-0.5% (measured)"""
+    torch.manual_seed(0)
+    mask = masks.doc_causal_mask(_doc_ids(2, 300, 5, 60, seed=1, pad=3))
+    seen = _calls(monkeypatch)
+    q, k, v = (torch.randn(300, 2, h, 16, dtype=torch.bfloat16, requires_grad=True) for h in (4, 2, 2))
+    got = _attention()(q, k, v, mask)
+    assert got.dtype == torch.bfloat16 and set(seen) == {torch.float32}
+    q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
+    ref = _dense(q32, k32, v32, mask, _attention().scale)
+    torch.testing.assert_close(got.float(), ref.to(torch.bfloat16).float(), atol=0, rtol=0.01)
+    w = torch.randn_like(ref).to(torch.bfloat16)
+    for a, b in zip(torch.autograd.grad((ref * w.float()).sum(), (q32, k32, v32)),
+                    torch.autograd.grad((got * w).sum(), (q, k, v))):
+        assert b.dtype == torch.bfloat16
+        assert ((b.float() - a).norm() / a.norm()).item() < 0.01
