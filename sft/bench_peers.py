@@ -13,9 +13,10 @@ trains on its packs of them (document-causal attention), TRL on `max_length` row
                Inductor; its steps after the first are steady, measured); ours compiles its norms, experts'
                activation and loss when the recipe says train.fuse_elementwise. --no-trl-compiled leaves them out
   trl_bfd_mb<m>, trl_wrapped_mb<m>   the same rows per step in micro batches of m rows (gradient accumulation over
-               the rest): every split of the recipe's global batch into one or two micro batches that is not the
-               recipe's own (TRL's fastest split differs by setting: measured, 4 x 1 rows was 10% slower than 2 x 2
-               with bfd and 9% faster with wrapped), so each side is compared at its own best micro batch
+               the rest): every split of the recipe's global batch into one or two micro batches, and micro
+               batches of one row, that is not the recipe's own (TRL's fastest split differs by setting: measured,
+               4 x 1 rows was 10% slower than 2 x 2 with bfd and 9% faster with wrapped), so each side is compared
+               at its own best micro batch
 Each arm is its own process (TRL from `make peers-venv`), arms run back to back, `--rounds` times in alternating
 order. Rates: real tokens of the steps after `--warmup` over the time between their lines (this process
 timestamps each step's line), so start-up and warm-up are left out on both sides. Each TRL arm also reports how
@@ -43,11 +44,11 @@ PACKED = ("bfd", "wrapped")  # TRL's packing settings; "none" is the unpacked fl
 
 def trl_arms(micro_batch: int, global_batch: int, compiled: bool = True) -> dict[str, tuple[str, bool, int]]:
     """Arm name -> (packing, torch_compile, micro batch rows): each setting at the recipe's micro batch, the packed
-    ones also compiled and at the other one- or two-micro-batch splits of the global batch."""
+    ones also compiled and at the other one- or two-micro-batch splits of the global batch and at one row."""
     arms = {f"trl_{p}": (p, False, micro_batch) for p in (*PACKED, "none")}
     if compiled:
         arms.update({f"trl_{p}_compiled": (p, True, micro_batch) for p in PACKED})
-    for m in sorted({global_batch, global_batch // 2} - {micro_batch, 0}):
+    for m in sorted({global_batch, global_batch // 2, 1} - {micro_batch, 0}):
         if global_batch % m == 0:
             arms.update({f"trl_{p}_mb{m}": (p, False, m) for p in PACKED})
     return arms
