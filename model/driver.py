@@ -103,7 +103,7 @@ class Run:
         torch.distributed.barrier()
         self.model = build_model(mcfg, par, getattr(torch, tr["dtype"]), tr["fuse_elementwise"])
         self.ddp, self.opt, self.sched = train.setup(self.model, rc.optim, self.total * h.updates_per_step,
-                                                     par.global_batch_size)
+                                                     par.global_batch_size, seed=tr["seed"])
         h.prepare()
         common, latest = None, checkpoint.latest_step(self.run_dir)
         if latest is not None:

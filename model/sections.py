@@ -42,6 +42,9 @@ class Partial:
     note: str = ""  # shown by --help beside the section name
 
 
+BF16_ROUNDINGS = ("nearest", "stochastic")
+
+
 @dataclass
 class OptimConfig:
     lr: float = 3e-4  # peak learning rate
@@ -53,6 +56,14 @@ class OptimConfig:
     beta2: float = 0.95  # Adam beta2
     clip_grad: float = 1.0  # global grad-norm clip (0 = off)
     use_distributed_optimizer: bool = False  # shard optimizer state over DP (ZeRO-1), for GPU clusters
+    bf16_rounding: str = "nearest"  # nearest | stochastic: how bf16 weights take their fp32 main copies (model/rounding.py)
+
+    def __post_init__(self):
+        if self.bf16_rounding not in BF16_ROUNDINGS:
+            raise ConfigError(f"optim.bf16_rounding={self.bf16_rounding!r}: choose one of {', '.join(BF16_ROUNDINGS)}")
+        if self.bf16_rounding == "stochastic" and self.use_distributed_optimizer:
+            raise ConfigError("optim.bf16_rounding=stochastic is not implemented for the distributed optimizer: set "
+                              "optim.use_distributed_optimizer=false or optim.bf16_rounding=nearest")
 
 
 @dataclass

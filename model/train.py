@@ -18,8 +18,9 @@ from model.config import ConfigError, ParallelConfig
 from model.sections import OptimConfig  # noqa: F401  (the recipe's optim: section; callers use train.OptimConfig)
 
 
-def setup(model, optim: OptimConfig, total_steps: int, global_batch_size: int):
-    """Wrap in Megatron DDP and build the Megatron optimizer and LR/WD scheduler."""
+def setup(model, optim: OptimConfig, total_steps: int, global_batch_size: int, seed: int = 0):
+    """Wrap in Megatron DDP and build the Megatron optimizer and LR/WD scheduler. `seed` (train.seed) seeds the
+    stochastic rounding of bf16 weights when `optim.bf16_rounding` asks for it (model/rounding.py)."""
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig, finalize_model_grads
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
@@ -45,6 +46,13 @@ def setup(model, optim: OptimConfig, total_steps: int, global_batch_size: int):
         lr_warmup_steps=optim.warmup_steps * scale, lr_decay_steps=max(total_steps, 1) * scale,
         lr_decay_style=optim.decay_style, start_wd=optim.weight_decay, end_wd=optim.weight_decay,
         wd_incr_steps=max(total_steps, 1) * scale, wd_incr_style="constant")
+    if optim.bf16_rounding == "stochastic":
+        from megatron.core import parallel_state as ps
+
+        from model import rounding
+
+        rounding.install(optimizer, seed, lambda: scheduler.num_steps,  # samples seen: one value per step
+                         (ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank()))
     return ddp, optimizer, scheduler
 
 
