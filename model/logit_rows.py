@@ -36,6 +36,7 @@ def _hook(module, args):
     rows, module._logit_rows = module._logit_rows, None
     if rows is None:
         return None
+    rows = rows.to(args[0].device)
     return (args[0].transpose(0, 1)[rows].unsqueeze(1),) + args[1:]  # [s, b, h] -> [n, 1, h], batch-major
 
 
@@ -62,5 +63,5 @@ def select(model, loss_mask: torch.Tensor) -> torch.Tensor | None:
     if not getattr(layer, "_logit_rows_hooked", False):
         layer.register_forward_pre_hook(_hook)
         layer._logit_rows_hooked = True
-    layer._logit_rows = rows.to(next(layer.parameters()).device)
+    layer._logit_rows = rows  # moved to the hidden states' device by the hook: a tied output layer has no weight
     return layer._logit_rows

@@ -1,7 +1,9 @@
 """Helper of test_rl_logit_rows.py (plain python): the GRPO update and the logprobs of packed trajectories with the
 output layer at the action rows only (model/logit_rows.py) against logits at every position, same weights.
 
-    python rl/tests/_logit_rows_check.py OUT_JSON
+    python rl/tests/_logit_rows_check.py OUT_JSON [tied]
+
+`tied`: the output layer shares the embedding's weight (SmolLM2), so it holds no parameter of its own.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ def _sample(n_prompt: int, n_action: int, adv: float, seed: int) -> dict:
             "rollout_logprobs": (-6.0 - torch.rand(SEQ, generator=g)) * mask, "position_ids": torch.arange(SEQ)}
 
 
-def main(out: Path) -> None:
+def main(out: Path, tied: bool = False) -> None:
     from model import hf_mapping, logit_rows, parallel, train
     from model.build import build_model
     from model.config import ModelConfig, ParallelConfig
@@ -32,7 +34,7 @@ def main(out: Path) -> None:
 
     cfg = ModelConfig(num_layers=2, vocab_size=512, hidden_size=64, num_attention_heads=4, num_query_groups=2,
                       head_dim=16, ffn_hidden_size=128, moe_ffn_hidden_size=64, num_experts=4, moe_router_topk=2,
-                      max_position_embeddings=SEQ)
+                      max_position_embeddings=SEQ, tie_word_embeddings=tied)
     par = ParallelConfig(micro_batch_size=2, global_batch_size=8)
     parallel.init(par, cfg, seed=1, seq_length=SEQ)
     m0 = build_model(cfg, par)
@@ -70,4 +72,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), tied=sys.argv[2:] == ["tied"])

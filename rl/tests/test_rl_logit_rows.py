@@ -14,10 +14,10 @@ LOGPROB_TOL = 1e-5  # (seen: equal)
 PARAM_TOL = 1e-5  # one Adam step at lr 1e-3 moves weights by ~1e-3 (seen: 5e-7)
 
 
-@pytest.fixture(scope="module")
-def res(tmp_path_factory):
+@pytest.fixture(scope="module", params=["untied", "tied"])  # tied: SmolLM2's output layer owns no weight
+def res(tmp_path_factory, request):
     out = tmp_path_factory.mktemp("rows") / "rows.json"
-    r = run([sys.executable, "rl/tests/_logit_rows_check.py", str(out)], timeout=300)
+    r = run([sys.executable, "rl/tests/_logit_rows_check.py", str(out), request.param], timeout=300)
     assert r.returncode == 0, r.stderr[-4000:]
     return json.loads(out.read_text())
 
