@@ -75,6 +75,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1234, help="seed of the trainer")
     ap.add_argument("--compile", action="store_true", help="torch_compile=True: the Trainer compiles the model (Inductor)")
     ap.add_argument("--out", default="/tmp/peer_trl_sft", help="TRL's output_dir (nothing is saved)")
+    ap.add_argument("--log-loss", action="store_true",
+                    help="log the training loss of every step ({\"step\", \"loss\"} lines; off in timed arms)")
     a = ap.parse_args(argv)
 
     import datasets
@@ -89,7 +91,8 @@ def main(argv=None) -> int:
     # fp32 weights either way; bf16 = the Trainer's bf16 autocast, as ours keeps fp32 main params under bf16 compute
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32, attn_implementation="sdpa")
     kw = dict(max_length=a.max_length, per_device_train_batch_size=a.batch, gradient_accumulation_steps=a.accum,
-              max_steps=a.steps, learning_rate=a.lr, lr_scheduler_type="constant", logging_steps=10**9, report_to=[],
+              max_steps=a.steps, learning_rate=a.lr, lr_scheduler_type="constant",
+              logging_steps=1 if a.log_loss else 10**9, report_to=[],
               use_cpu=True, save_strategy="no", completion_only_loss=True, dataloader_num_workers=0,
               output_dir=a.out, bf16=a.dtype == "bf16", seed=a.seed, disable_tqdm=True,
               include_num_input_tokens_seen="non_padding", torch_compile=a.compile)
@@ -100,6 +103,10 @@ def main(argv=None) -> int:
         def on_step_end(self, args, state, control, **_):
             emit({"step": state.global_step, "real_tokens": state.num_input_tokens_seen - seen["tokens"]})
             seen["tokens"] = state.num_input_tokens_seen
+
+        def on_log(self, args, state, control, logs=None, **_):
+            if a.log_loss and logs and "loss" in logs:
+                emit({"step": state.global_step, "loss": logs["loss"]})
 
     trainer = trl.SFTTrainer(model=model, args=trl.SFTConfig(**kw), train_dataset=ds, processing_class=tok,
                              callbacks=[Lines()])
