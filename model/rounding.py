@@ -53,7 +53,8 @@ def install(optimizer, seed: int, step_of, parallel_rank: tuple[int, int] = (0, 
     does not depend on the order or the thread that rounds it. On the CPU torch's generator is single-threaded
     (~4 ns a number): tensors are rounded on a thread per core (135M weights: 0.95 -> 0.3 s on 2 cores)."""
     opts = _float16_optimizers(optimizer)
-    pool = ThreadPoolExecutor(max(1, min(torch.get_num_threads(), 8)), thread_name_prefix="bf16-round")
+    threads = max(1, min(torch.get_num_threads(), 8))
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="bf16-round") if opts else None
     for k, o in enumerate(opts):
         @torch.no_grad()
         def copy(o=o, k=k):

@@ -56,7 +56,7 @@ class OptimConfig:
     beta2: float = 0.95  # Adam beta2
     clip_grad: float = 1.0  # global grad-norm clip (0 = off)
     use_distributed_optimizer: bool = False  # shard optimizer state over DP (ZeRO-1), for GPU clusters
-    bf16_rounding: str = "nearest"  # nearest | stochastic: how bf16 weights take their fp32 main copies (model/rounding.py)
+    bf16_rounding: str = "nearest"  # nearest | stochastic: bf16 weights from fp32 main copies (model/rounding.py)
 
     def __post_init__(self):
         if self.bf16_rounding not in BF16_ROUNDINGS:

@@ -69,7 +69,8 @@ def main() -> None:
             ("bf16_tiny_lr", "bfloat16", 1e-7, 2, 0, "bf16_tiny_lr", nearest),
             ("bf16", "bfloat16", 1e-3, STEPS, 2, "bf16", nearest), ("fp32", "float32", 1e-3, STEPS, 0, "fp32", nearest),
             ("bf16_resumed", "bfloat16", 1e-3, STEPS, 2, "bf16", nearest),
-            ("bf16_sr", "bfloat16", 1e-3, STEPS, 2, "bf16_sr", sr), ("bf16_sr_resumed", "bfloat16", 1e-3, STEPS, 2, "bf16_sr", sr),
+            ("bf16_sr", "bfloat16", 1e-3, STEPS, 2, "bf16_sr", sr),
+            ("bf16_sr_resumed", "bfloat16", 1e-3, STEPS, 2, "bf16_sr", sr),
             ("fp32_small_lr", "float32", SMALL_LR, SMALL_STEPS, 0, "fp32_small", nearest),
             ("bf16_small_lr", "bfloat16", SMALL_LR, SMALL_STEPS, 0, "bf16_small", nearest),
             ("bf16_sr_small_lr", "bfloat16", SMALL_LR, SMALL_STEPS, 0, "bf16_sr_small", sr)]:
