@@ -3,7 +3,7 @@
     python _run_bf16.py --run-dir DIR --out losses.json
 
 A "parent" is first trained in float32 (weights loaded before the optimizer exists), so its loss is well
-below the loss of a freshly built model. Then model/driver.py's Run trains from those weights three times,
+below the loss of a freshly built model. Then model/driver.py's Run trains from those weights in nine runs,
 filling them in Hooks.setup as SFT and RL do (after the optimizer was built from the fresh model's weights):
 bf16 with lr 1e-7 (2 steps), bf16 and float32 with lr 1e-3 (STEPS steps, the bf16 run saving a step checkpoint
 at step 2), then a bf16 run resumed from that checkpoint (steps 3..STEPS); the same two bf16 runs with stochastic
