@@ -117,6 +117,22 @@ def count_tokens(batches: list[dict]) -> float:
     return float(t.item())
 
 
+def _refuse_non_finite(batches: list[dict], local: dict[str, float]) -> None:
+    """Every rank, before the optimizer step: raise (on all ranks alike) if an engine logprob of a trained token or
+    this step's loss is not finite. Megatron's float32 optimizer steps on a NaN gradient, which would turn every
+    weight into NaN and publish it as the next checkpoint (seen with a broken int8 weight sync)."""
+    bad_lp = sum(int((~torch.isfinite(b["rollout_logprobs"]) & b["loss_mask"].bool()).sum()) for b in batches)
+    t = torch.tensor([bad_lp, 0 if math.isfinite(local.get("loss_sum", 0.0)) else 1], dtype=torch.float64)
+    if torch.distributed.is_initialized():
+        torch.distributed.all_reduce(t)
+    if t[0]:
+        raise RuntimeError(f"the rollout engine gave {int(t[0])} non-finite logprobs of trained tokens: its weights are "
+                           f"broken (a failed weight sync?); nothing was applied, the last published checkpoint stands")
+    if t[1]:
+        raise RuntimeError("the update's loss is not finite (the trainer's logprobs or advantages): nothing was "
+                           "applied, the last published checkpoint stands; resume from it with a lower optim.lr")
+
+
 def update(ddp, optimizer, scheduler, batches: list[dict], seq_length: int, global_batch_size: int, algo, temperature,
            replay=None) -> dict:
     """One optimizer step on this rank's micro batches of one minibatch; `replay` as in logprobs."""
@@ -133,6 +149,7 @@ def update(ddp, optimizer, scheduler, batches: list[dict], seq_length: int, glob
     t0 = time.perf_counter()
     out = _schedule(ddp, partial(_train_fwd, cfg, scale), batches, seq_length, forward_only=False)
     local = {k: sum(float(o[k]) for o in out) for k in STAT_KEYS if out and k in out[0]} if out else {}
+    _refuse_non_finite(batches, local)
     ok, grad_norm, _ = optimizer.step()
     if ok:
         scheduler.step(increment=global_batch_size)
