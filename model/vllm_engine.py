@@ -58,10 +58,10 @@ class Engine:
         from vllm import LLM
 
         kw = {}
-        if not torch.cuda.is_available():
-            keep_onednn_scales()
         if torch.cuda.is_available():
             kw.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=enable_sleep_mode)
+        else:
+            keep_onednn_scales()
         self.hf_dir = Path(hf_dir)
         trained = json.loads((self.hf_dir / "config.json").read_text()).get("max_position_embeddings", 2048)
         max_model_len = min(max_model_len or trained, trained)  # beyond it needs RoPE scaling in the config

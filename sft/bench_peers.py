@@ -128,9 +128,10 @@ ISOLATION_MIN, ISOLATION_TIMES_NOISE = 1e-4, 4  # isolated_settings' tolerance: 
 def isolated_settings(arms: dict) -> tuple[list[str] | None, dict]:
     """TRL settings whose documents did not see each other: every run's max logit difference (packed vs alone)
     within 4x the noise of `trl_none`, whose documents sit alone in their rows by construction, and at least 1e-4.
-    The floor is measured because it is the dtype's: ~1e-6 in float32, one rounding step of a logit (~0.06) in
-    bfloat16, where a fixed 1e-4 would call even unpacked rows unisolated. None (not judged, with the reason) when
-    the unpacked rows differ by more than 0.5: the probe itself is broken."""
+    sft/peer_trl.py probes in float32 whatever the arm's dtype (floor ~1e-6): a bf16 probe's rounding differs with
+    the row's shape, so on the 135M `bfd` read 0.25-0.72 logits while unpacked rows read 0.0 (in float32: 3.5e-5 and
+    0.0; `wrapped` 25.7). The floor stays measured, so files from bf16 probes (~0.06 on the tiny model) are judged
+    alike. None (not judged, with the reason) when the unpacked rows differ by more than 0.5: the probe is broken."""
     diff = {k: [x["isolation"]["max_abs_logit_difference"] for x in v] for k, v in arms.items() if k.startswith("trl_")}
     floor = max(diff["trl_none"])
     if floor > 0.5:

@@ -7,8 +7,8 @@ transformers, datasets and trl. DIR is an HF dataset of documents (input_ids, co
 sft/bench_peers.py from the project's SFT packs. Prints one line "PEER <json>" per optimizer step, flushed:
 {"step": k, "real_tokens": n} (non-pad tokens the trainer consumed since the last line, its own count:
 num_input_tokens_seen "non_padding"; the orchestrator timestamps the lines), then {"isolation": ...}: the largest
-logit difference between two documents as this setting packs and collates them and each run alone (0 = documents
-never see each other), and {"done": ...} with the versions.
+logit difference between two documents as this setting packs and collates them and each run alone, the trained
+weights in float32 (0 = documents never see each other), and {"done": ...} with the versions.
 """
 from __future__ import annotations
 
@@ -112,8 +112,12 @@ def main(argv=None) -> int:
                              callbacks=[Lines()])
     emit({"start": True})
     trainer.train()
-    emit({"isolation": {"max_abs_logit_difference": probe(trl, trainer.model, tok, kw, ds),
-                        "how": "two documents packed by this setting vs each alone, trained model"}})
+    # in float32 whatever the arm's dtype: accelerate's bf16 wraps the trained model's forward in autocast, whose
+    # rounding (0.25-0.7 logits on the 135M) would read as leakage; a float32 copy judges the packing alone
+    plain = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32, attn_implementation="sdpa")
+    plain.load_state_dict(trainer.model.state_dict())
+    emit({"isolation": {"max_abs_logit_difference": probe(trl, plain, tok, kw, ds), "dtype": "float32",
+                        "how": "two documents packed by this setting vs each alone, the trained weights in float32"}})
     emit({"done": {"trl": trl.__version__, "transformers": transformers.__version__, "torch": torch.__version__,
                    "datasets": datasets.__version__, "rows": len(trainer.train_dataset), "documents": len(ds),
                    "settings": {k: v for k, v in kw.items() if k not in ("output_dir", "report_to")}}})
