@@ -142,10 +142,12 @@ plan: setup ## check a recipe's layout, memory per GPU and step time, no GPU nee
 
 BENCH_DTYPE ?= fp32## compute dtype of `make bench-train`: fp32 | bf16
 BENCH_FUSE ?= 0## 1: `make bench-train` compiles the Megatron side's element-wise pieces (train.fuse_elementwise)
-# the tiny default in fp32 keeps the committed reference's name; another recipe, bf16 or BENCH_FUSE=1 gets its own file
-BENCH_TRAIN_OUT = $(RESULTS_ROOT)/bench/train$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE))$(if $(filter bf16,$(BENCH_DTYPE)),_bf16)$(if $(filter 1,$(BENCH_FUSE)),_fused).json
+BENCH_ATTN ?= flash## `make bench-train`'s CPU attention of bf16 training: flash | gemm (train.cpu_attention)
+# the tiny default in fp32 keeps the committed reference's name; another recipe, bf16, BENCH_FUSE=1 or BENCH_ATTN=gemm
+# gets its own file
+BENCH_TRAIN_OUT = $(RESULTS_ROOT)/bench/train$(if $(filter tiny_cpu,$(RECIPE)),,_$(RECIPE))$(if $(filter bf16,$(BENCH_DTYPE)),_bf16)$(if $(filter 1,$(BENCH_FUSE)),_fused)$(if $(filter gemm,$(BENCH_ATTN)),_gemm).json
 bench-train: setup ## Megatron-Core step tok/s vs a transformers loop, MFU, on RECIPE's model -> results/bench/train[_<recipe>].json
-	$(TRAIN_ENV) $(PY) -m pretrain_ckpt.bench_train --recipe $(RECIPE) --dtype $(BENCH_DTYPE) --profile$(if $(filter 1,$(BENCH_FUSE)), --fuse-elementwise) --out $(BENCH_TRAIN_OUT)
+	$(TRAIN_ENV) $(PY) -m pretrain_ckpt.bench_train --recipe $(RECIPE) --dtype $(BENCH_DTYPE) --profile$(if $(filter 1,$(BENCH_FUSE)), --fuse-elementwise)$(if $(filter gemm,$(BENCH_ATTN)), --cpu-attention gemm) --out $(BENCH_TRAIN_OUT)
 
 # The peer library of `make bench-peers`, pinned, in an environment of its own (never the project's .venv): TRL with
 # the transformers/datasets/accelerate the project pins, over the same CPU torch (requests: TRL's GRPO imports it)

@@ -23,7 +23,7 @@ def have_te() -> bool:
 
 
 def transformer_config(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype = torch.float32,
-                       fuse_elementwise: bool = False):
+                       fuse_elementwise: bool = False, cpu_attention: str = "flash"):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     on_cpu = cpu_compat.active() or not torch.cuda.is_available()
@@ -44,7 +44,8 @@ def transformer_config(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype
         context_parallel_size=par.cp, sequence_parallel=par.sp,
         params_dtype=dtype, bf16=dtype == torch.bfloat16, pipeline_dtype=dtype,
         use_cpu_initialization=on_cpu, perform_initialization=True,
-        bias_activation_fusion=False, masked_softmax_fusion=False, apply_rope_fusion=False,
+        bias_activation_fusion=fuse_elementwise,  # Megatron's own compiled SwiGLU for dense MLPs
+        masked_softmax_fusion=False, apply_rope_fusion=False,
         gradient_accumulation_fusion=False, persist_layer_norm=False, cross_entropy_loss_fusion=False,
         deterministic_mode=False, **moe, **recompute(par),
     )
@@ -59,6 +60,11 @@ def transformer_config(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype
 
         fused.check()
         tc.fuse_elementwise = True
+    if cpu_attention == "gemm":  # read by model/layers.SDPAttention through getattr on the config
+        from model import fused
+
+        fused.check()
+        tc.cpu_attention = "gemm"
     return tc
 
 
@@ -108,12 +114,13 @@ def block_spec(cfg: ModelConfig, tc):
 
 
 def build_model(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype = torch.float32,
-                fuse_elementwise: bool = False):
-    """This rank's GPTModel (pre/post process set from its pipeline stage); `fuse_elementwise`: model/fused.py."""
+                fuse_elementwise: bool = False, cpu_attention: str = "flash"):
+    """This rank's GPTModel (pre/post process set from its pipeline stage); `fuse_elementwise`: model/fused.py;
+    `cpu_attention`: flash | gemm (model/attention.py)."""
     from megatron.core import parallel_state
     from megatron.core.models.gpt import GPTModel
 
-    tc = transformer_config(cfg, par, dtype, fuse_elementwise)
+    tc = transformer_config(cfg, par, dtype, fuse_elementwise, cpu_attention)
     rs = cfg.rope_scaling
     kwargs = dict(position_embedding_type="yarn" if rs.type == "yarn" else "rope", rotary_base=int(cfg.rope_theta))
     if rs.type == "linear":

@@ -101,7 +101,7 @@ class Run:
         if self.rank0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.distributed.barrier()
-        self.model = build_model(mcfg, par, getattr(torch, tr["dtype"]), tr["fuse_elementwise"])
+        self.model = build_model(mcfg, par, getattr(torch, tr["dtype"]), tr["fuse_elementwise"], tr["cpu_attention"])
         self.ddp, self.opt, self.sched = train.setup(self.model, rc.optim, self.total * h.updates_per_step,
                                                      par.global_batch_size, seed=tr["seed"])
         h.prepare()

@@ -12,6 +12,11 @@ compiled 0.66 s, the experts' activation 0.69 s, both 0.62-0.63 s; the cross ent
 against 0.68-0.70 s (another hour, alternating). Compiling costs time once per process and
 shape (Inductor's cache in /tmp makes later processes faster), so it is a recipe switch, on where a run is long.
 On the CPU Inductor needs a C++ compiler; `check()` says so before any work.
+
+The switch also turns on Megatron's own compiled SwiGLU for dense MLPs (its `bias_activation_fusion`, model/build.py):
+one layer of the 135M's MLP activation (4 x 1024 rows, bf16, forward + backward) 17.8 ms eager against 11.1, about
+0.2 s of its 12 s SFT step. Megatron's compiled rotary embedding path is not used: compiled, one layer's queries took
+6.6 ms against 6.3 eager.
 """
 from __future__ import annotations
 

@@ -12,6 +12,7 @@
   (model/masks.segments): the dense mask would make the kernel compute all s^2 pairs of every row.
   Causal calls shorter than FP32_BELOW positions that autograd records in a 16-bit dtype on the CPU run in float32
   (`_sdpa`): torch 2.13's CPU flash backward in bfloat16 is 2-7x slower than its float32 one on short sequences.
+  With `train.cpu_attention: gemm` those calls, of any length, run as GEMMs instead (model/attention.py).
 - `GroupedSequentialMLP`: Megatron's SequentialMLP whose experts run on the CPU as one grouped GEMM per linear,
   each expert's rows padded to a multiple of 64 in every dtype but float32 (bf16 in practice), so oneDNN reuses
   its GEMM primitives across steps.
@@ -27,7 +28,7 @@ import torch.nn.functional as F
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.moe.experts import SequentialMLP
 
-from model import fused, masks
+from model import attention, fused, masks
 
 
 class _RMSNormFn(torch.autograd.Function):
@@ -88,12 +89,16 @@ class QKRMSNorm(_FastRMSNorm):
 FP32_BELOW = 256
 
 
-def _sdpa(q, k, v, causal: bool, scale: float, dropout: float, mask=None):
-    """scaled_dot_product_attention in [b, heads, s, dim], in float32 for short causal calls that autograd records in
-    a 16-bit dtype on the CPU (FP32_BELOW); the output comes back in the inputs' dtype."""
+def _sdpa(q, k, v, causal: bool, scale: float, dropout: float, mask=None, gemm: bool = False):
+    """scaled_dot_product_attention in [b, heads, s, dim]. Causal calls that autograd records in a 16-bit dtype on the
+    CPU run as GEMMs with `gemm` (model/attention.py), else in float32 when shorter than FP32_BELOW; the output comes
+    back in the inputs' dtype."""
     dt = q.dtype
-    up = (mask is None and q.shape[2] < FP32_BELOW and dt in (torch.bfloat16, torch.float16) and q.device.type == "cpu"
-          and torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
+    trained = (mask is None and dt in (torch.bfloat16, torch.float16) and q.device.type == "cpu"
+               and torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
+    if trained and gemm and causal and not dropout:
+        return attention.causal(q, k, v, scale)
+    up = trained and q.shape[2] < FP32_BELOW
     if up:
         q, k, v = q.float(), k.float(), v.float()
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, dropout_p=dropout,
@@ -111,6 +116,7 @@ class SDPAttention(MegatronModule):
         self.attn_mask_type = attn_mask_type
         self.dropout = config.attention_dropout if attention_dropout is None else attention_dropout
         self.scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(config.kv_channels)
+        self.gemm = getattr(config, "cpu_attention", "flash") == "gemm"  # train.cpu_attention (model/attention.py)
 
     def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
                 packed_seq_params=None):
@@ -125,7 +131,7 @@ class SDPAttention(MegatronModule):
             mask, causal = None, q.shape[2] > 1
         else:
             mask, causal = ~attention_mask, False
-        out = _sdpa(q, k, v, causal, self.scale, self.dropout if self.training else 0.0, mask)
+        out = _sdpa(q, k, v, causal, self.scale, self.dropout if self.training else 0.0, mask, self.gemm)
         s, b = query.shape[0], query.shape[1]
         return out.permute(2, 0, 1, 3).reshape(s, b, -1)
 
@@ -137,7 +143,7 @@ class SDPAttention(MegatronModule):
         for n, L in seg.shapes:
             qg, kg, vg = (t[at:at + n * L].view(n, L, x.shape[2], x.shape[3]).transpose(1, 2)
                           for t, x in ((q, query), (k, key), (v, value)))
-            o = _sdpa(qg, kg, vg, L > 1, self.scale, self.dropout if self.training else 0.0)
+            o = _sdpa(qg, kg, vg, L > 1, self.scale, self.dropout if self.training else 0.0, gemm=self.gemm)
             outs.append(o.transpose(1, 2).reshape(n * L, -1))
             at += n * L
         out = torch.cat(outs) if len(outs) > 1 else outs[0]

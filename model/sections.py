@@ -77,6 +77,11 @@ class TrainConfig:
     eval_batches: int = 4  # global batches of held-out data per evaluation
     dtype: str = "float32"  # float32 | bfloat16 (bf16 on GPU)
     fuse_elementwise: bool = False  # norms, experts' activation and loss via torch.compile (model/fused.py; CPU: g++)
+    cpu_attention: str = "flash"  # flash | gemm: causal attention of bf16 training on the CPU as GEMMs (model/attention.py)
+
+    def __post_init__(self):
+        if self.cpu_attention not in ("flash", "gemm"):
+            raise ConfigError(f"train.cpu_attention={self.cpu_attention!r}: choose flash or gemm")
 
 
 def cluster() -> Partial:

@@ -54,12 +54,12 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_RECIPE = "tiny_cpu"  # its model block is the tiny MoE base; results/bench/train.json
 
 
-def default_out(recipe: str, dtype: str, fused: bool = False) -> str:
+def default_out(recipe: str, dtype: str, fused: bool = False, attention: str = "flash") -> str:
     """results/bench/train.json for the tiny default in fp32 (the committed reference's name), else
-    train_<recipe>[_bf16][_fused].json, so a run of another recipe, dtype or --fuse-elementwise never overwrites it
-    (the Makefile's names)."""
+    train_<recipe>[_bf16][_fused][_gemm].json, so a run of another recipe, dtype, --fuse-elementwise or
+    --cpu-attention never overwrites it (the Makefile's names)."""
     tag = (("" if recipe == DEFAULT_RECIPE else f"_{Path(recipe).stem}") + ("_bf16" if dtype == "bf16" else "")
-           + ("_fused" if fused else ""))
+           + ("_fused" if fused else "") + ("_gemm" if attention == "gemm" else ""))
     return f"results/bench/train{tag}.json"
 
 
@@ -213,7 +213,8 @@ class MegatronSide:
         par = ParallelConfig(micro_batch_size=args.batch, global_batch_size=args.batch)
         parallel.init(par, self.cfg, seed=1, seq_length=seq)
         torch.set_num_threads(args.threads)
-        m = build_model(self.cfg, par, dtype=dtype, fuse_elementwise=args.fuse_elementwise)
+        m = build_model(self.cfg, par, dtype=dtype, fuse_elementwise=args.fuse_elementwise,
+                        cpu_attention=args.cpu_attention)
         hf_mapping.load_hf_into(m, tensors if tensors is not None else hf_mapping.init_hf_state(self.cfg, 3), self.cfg)
         del tensors
         # the baseline's weights: converted from this very model
@@ -405,6 +406,9 @@ def main() -> None:
     ap.add_argument("--fuse-elementwise", action="store_true",
                     help="Megatron side: the norms, the experts' activation and the loss compiled (train.fuse_elementwise, "
                          "model/fused.py); compiling happens in the warm-up steps")
+    ap.add_argument("--cpu-attention", choices=["flash", "gemm"], default="flash",
+                    help="Megatron side: causal attention of bf16 training on the CPU (train.cpu_attention, "
+                         "model/attention.py)")
     args = ap.parse_args()
     with cli.input_errors(FileNotFoundError, ValueError):  # bad input: one line, before any work
         rc, cfg, bench = load_bench(args.recipe, args.overrides)
@@ -420,7 +424,7 @@ def main() -> None:
         if args.base is not None:
             tensors, src = load_base(args.base, cfg)
             weights = f"loaded from {src}"
-    out = Path(args.out or default_out(args.recipe, args.dtype, args.fuse_elementwise))
+    out = Path(args.out or default_out(args.recipe, args.dtype, args.fuse_elementwise, args.cpu_attention))
 
     torch.set_num_threads(args.threads)
     flops = model_flops_per_step(cfg, args.batch, seq)
@@ -505,7 +509,8 @@ def main() -> None:
         "model": "MoE" if cfg.is_moe else "dense",
         "weights": weights,
         "model_config": cfg.to_dict(),
-        "setup": {"dtype": args.dtype, "fuse_elementwise": args.fuse_elementwise, "seq_length": seq,
+        "setup": {"dtype": args.dtype, "fuse_elementwise": args.fuse_elementwise, "cpu_attention": args.cpu_attention,
+                  "seq_length": seq,
                   "micro_batch": args.batch, "global_batch": args.batch,
                   "warmup_steps": args.warmup, "timed_steps": args.steps, "schedule": "interleaved megatron/hf steps",
                   "optimizer": "Adam(W) lr 1e-4 betas (0.9, 0.95) wd 0.1 clip 1.0",

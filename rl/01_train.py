@@ -149,7 +149,7 @@ class Trainer(Hooks):
         self.ref = None
         if self.cfg.algo.kl_coef:  # the frozen parent, for the KL term
             self.ref = build_model(self.rc.model, self.rc.parallel, getattr(torch, self.rc.train["dtype"]),
-                                   self.rc.train["fuse_elementwise"])
+                                   self.rc.train["fuse_elementwise"], self.rc.train["cpu_attention"])
             checkpoint.load_model_only(self.ref, self.a.inp / "mcore")
             self.ref.eval()
 

@@ -4,7 +4,8 @@
 
 Builds the model twice with the same weights, once eager and once with the compiled pieces of model/fused.py, runs
 the same batch forward (per-token losses) and backward, and writes (`float32`: the MoE model; `bfloat16_dense`: the
-dense one, whose gradients no routing flip can move) the
+dense one, whose gradients no routing flip can move; `bfloat16_dense_gemm`: that with train.cpu_attention=gemm too,
+model/attention.py) the
 largest loss difference, the largest gradient difference per parameter (max |diff| / max |grad|, and ||diff|| / ||grad||), how often each compiled piece was called, and Dynamo's graph and graph-break
 counts (a piece that fell back to eager would compare eager with itself). `bfloat16_pieces`: each piece against the
 eager code it replaces, on random inputs: the largest output and input-gradient differences.
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from model import fused, parallel
+from model import attention, fused, parallel
 from model.build import build_model
 from model.tests._run_layout import MBS, SEQ, start_tiny, tiny_config
 
@@ -24,16 +25,17 @@ PIECES = ("rms_norm", "swiglu_probs", "language_model_loss")
 
 
 def spy_on_pieces() -> dict:
-    """Count the calls of model/fused.py's entry points (looked up through the module at call time)."""
-    calls = dict.fromkeys(PIECES, 0)
-    for name in PIECES:
-        fn = getattr(fused, name)
+    """Count the calls of model/fused.py's entry points and of model/attention.causal (looked up through their
+    modules at call time)."""
+    calls = dict.fromkeys((*PIECES, "attention"), 0)
+    for mod, name, key in [*((fused, p, p) for p in PIECES), (attention, "causal", "attention")]:
+        fn = getattr(mod, name)
 
-        def counted(*a, _fn=fn, _name=name):
-            calls[_name] += 1
+        def counted(*a, _fn=fn, _key=key):
+            calls[_key] += 1
             return _fn(*a)
 
-        setattr(fused, name, counted)
+        setattr(mod, name, counted)
     return calls
 
 
@@ -45,11 +47,11 @@ def loss_and_grads(model, tokens, labels):
     return losses.detach().float(), {n: p.grad.float() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def compare_model(dtype: torch.dtype, cfg, par, calls: dict) -> dict:
+def compare_model(dtype: torch.dtype, cfg, par, calls: dict, cpu_attention: str = "flash") -> dict:
     from torch._dynamo.utils import counters
 
     eager = build_model(cfg, par, dtype)
-    fast = build_model(cfg, par, dtype, fuse_elementwise=True)
+    fast = build_model(cfg, par, dtype, fuse_elementwise=True, cpu_attention=cpu_attention)
     fast.load_state_dict(eager.state_dict())
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, cfg.vocab_size, (MBS, SEQ), generator=g)
@@ -65,7 +67,7 @@ def compare_model(dtype: torch.dtype, cfg, par, calls: dict) -> dict:
             "grad_max_rel": max(max_rel.values()), "worst_grad": max(max_rel, key=max_rel.get),
             "grad_norm_rel": max(norm_rel.values()), "worst_grad_norm": max(norm_rel, key=norm_rel.get),
             "params": len(a_grads), "fast_params_with_grad": len(b_grads),
-            "calls": {k: calls[k] - before[k] for k in PIECES},
+            "calls": {k: calls[k] - before[k] for k in calls},
             "new_graphs": counters["stats"]["unique_graphs"] - graphs,
             "graph_breaks": sum(counters["graph_break"].values())}
 
@@ -122,6 +124,7 @@ def main() -> None:
     dense = tiny_config(False)  # no router whose top-k choices could flip with the rounding
     parallel.init(par, dense, seed=1, seq_length=SEQ)
     out["bfloat16_dense"] = compare_model(torch.bfloat16, dense, par, calls)
+    out["bfloat16_dense_gemm"] = compare_model(torch.bfloat16, dense, par, calls, cpu_attention="gemm")
     Path(a.out).write_text(json.dumps(out))
     parallel.destroy()
 

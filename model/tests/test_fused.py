@@ -1,5 +1,6 @@
-"""`train.fuse_elementwise` (model/fused.py) runs the norms, the experts' activation and the loss's cross entropy
-compiled (torch.compile). It must compute what the eager layers compute: the same per-token losses and gradients to
+"""`train.fuse_elementwise` (model/fused.py) runs the norms, the experts' activation, the dense MLP's SwiGLU
+(Megatron's own bias_activation_fusion) and the loss's cross entropy compiled (torch.compile); `train.cpu_attention:
+gemm` adds model/attention.py. It must compute what the eager layers compute: the same per-token losses and gradients to
 float32 rounding in float32, and to bf16 rounding in bfloat16: each piece against the code it replaces, and the
 dense model as a whole (in the MoE model a bf16 rounding difference can flip a token's expert choice, which moves
 that expert's gradient by far more than rounding: measured ||diff|| / ||grad|| 0.28 for one expert). A machine without a C++ compiler gets a one-line error before any work."""
@@ -12,8 +13,8 @@ from model.tests.conftest import helper_json
 PIECES = ["rms_norm", "swiglu_probs", "language_model_loss"]  # _run_fused.PIECES
 F32_REL_TOL = 1e-5  # relative to the largest value; measured 1.2e-6 for the worst gradient, 7e-8 for the losses
 BF16_REL_TOL = 0.02  # relative to the largest value, one piece; measured 0.006 at worst (the experts' activation)
-BF16_LOSS_REL_TOL = 0.005  # relative to the largest loss, the dense model; measured 7e-8
-BF16_GRAD_NORM_TOL = 0.05  # ||diff|| / ||grad|| per parameter, the dense model (4 layers); measured 0.003
+BF16_LOSS_REL_TOL = 0.005  # relative to the largest loss, the dense model; measured 3.1e-4 (3.0e-4 with gemm attention)
+BF16_GRAD_NORM_TOL = 0.05  # ||diff|| / ||grad|| per parameter, the dense model (4 layers); measured 0.0082 (gemm 0.0095)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,12 @@ def test_the_dense_model_runs_its_pieces_compiled(diffs):
     assert d["graph_breaks"] == 0, d
 
 
-@pytest.mark.parametrize("case", ["float32", "bfloat16_dense"])
+def test_gemm_attention_runs_where_chosen(diffs):
+    assert diffs["bfloat16_dense_gemm"]["calls"]["attention"] > 0, diffs["bfloat16_dense_gemm"]["calls"]
+    assert diffs["bfloat16_dense"]["calls"]["attention"] == 0, diffs["bfloat16_dense"]["calls"]
+
+
+@pytest.mark.parametrize("case", ["float32", "bfloat16_dense", "bfloat16_dense_gemm"])
 def test_every_parameter_gets_a_gradient(diffs, case):
     d = diffs[case]
     assert d["params"] == d["fast_params_with_grad"] > 0, d
@@ -46,8 +52,9 @@ def test_float32_matches_the_eager_model(diffs):
     assert d["grad_max_rel"] <= F32_REL_TOL, d
 
 
-def test_bfloat16_matches_the_eager_model_to_bf16_rounding(diffs):
-    d = diffs["bfloat16_dense"]
+@pytest.mark.parametrize("case", ["bfloat16_dense", "bfloat16_dense_gemm"])
+def test_bfloat16_matches_the_eager_model_to_bf16_rounding(diffs, case):
+    d = diffs[case]
     assert d["loss_max_abs"] <= BF16_LOSS_REL_TOL * d["loss_scale"], d
     assert d["grad_norm_rel"] <= BF16_GRAD_NORM_TOL, d
 
@@ -59,13 +66,15 @@ def test_each_bfloat16_piece_matches_the_code_it_replaces(diffs, piece):
     assert d["out_max_rel"] <= BF16_REL_TOL and d["grad_max_rel"] <= BF16_REL_TOL, d
 
 
-def test_no_compiler_is_a_one_line_error(monkeypatch):
+def test_no_compiler_is_a_one_line_error():
     from torch._inductor import config
 
     from model import fused
     from model.config import ConfigError
 
-    monkeypatch.setattr(config.cpp, "cxx", ("no-such-c++-compiler",))
-    with pytest.raises(ConfigError, match=r"needs a C\+\+ compiler .*set train.fuse_elementwise=false") as e:
+    # config.patch, not monkeypatch: monkeypatch's undo left Inductor's config without cpp.cxx, so every later
+    # compile in this process failed
+    with config.patch({"cpp.cxx": ("no-such-c++-compiler",)}), \
+            pytest.raises(ConfigError, match=r"needs a C\+\+ compiler .*set train.fuse_elementwise=false") as e:
         fused.check()
     assert "\n" not in str(e.value)

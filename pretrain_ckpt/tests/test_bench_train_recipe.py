@@ -107,6 +107,9 @@ def test_make_bench_train_passes_the_recipe_and_names_its_results_file():
         "--recipe smollm2_cpu --dtype bf16 --profile --out /tmp/r/bench/train_smollm2_cpu_bf16.json")
     assert make_n("BENCH_DTYPE=bf16", "BENCH_FUSE=1").endswith(
         "--recipe tiny_cpu --dtype bf16 --profile --fuse-elementwise --out results/bench/train_bf16_fused.json")
+    assert make_n("BENCH_DTYPE=bf16", "BENCH_FUSE=1", "BENCH_ATTN=gemm").endswith(
+        "--recipe tiny_cpu --dtype bf16 --profile --fuse-elementwise --cpu-attention gemm "
+        "--out results/bench/train_bf16_fused_gemm.json")
 
 
 def test_a_base_of_another_model_is_refused_in_one_line(tmp_path):

@@ -1,0 +1,104 @@
+"""Causal attention of 16-bit training on the CPU as batched GEMMs around compiled softmaxes (`train.cpu_attention:
+gemm`; model/layers.SDPAttention calls `causal()` where it would call the CPU flash kernel with autograd on).
+
+Why: torch 2.13's CPU flash attention in bfloat16 runs at 60-100 GFLOP/s on these shapes, where a bf16 GEMM of them
+reaches 300-430 (2 threads). In make bench-train (AMD EPYC, bf16, compiled pieces) attention was 34% of the tiny MoE's
+step (0.207 of 0.612 s) and 30% of the 135M's (1.25 of 4.11 s). Here the scores, the probabilities' products and all
+four gradients are bmm calls on the GEMM kernels; the softmax with its causal mask and the backward's
+P * (dP - rowsum(dO * O)) are one compiled loop each (model/fused.py's Inductor; eager they are ~10 passes and
+slower than the flash kernel). Long sequences are cut into query blocks that skip the keys after the block (causal).
+
+Precision is that of Megatron-Core's own unfused DotProductAttention in bf16: the scores QK^T and dP = dO V^T are
+rounded to bf16 before the softmax in float32 (the flash kernel keeps them in float32), P is kept in bf16. Measured
+against float64 on bf16 inputs (model/tests/test_attention.py bounds it): output 4e-3 relative (flash 2.4e-3) with
+scores of std 1, 1.4e-2 (flash 2.2e-3) with std 4; the gradients 2e-3 to 2.5e-2 (flash 4e-3 to 1.4e-2).
+
+GQA: query head i reads key/value head i // (heads / kv heads), as scaled_dot_product_attention's enable_gqa, so
+the queries of one key/value head are one GEMM's rows. No dropout: callers keep the flash kernel for dropout > 0.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+BLOCK = 128  # query rows per block: each block reads only the keys up to its last query (64-192 measured: 128 best)
+
+
+def _probs(scores, scale: float, first: int, heads: int):
+    """softmax over keys of scores [g, n * heads, keys] (row = position * heads + head, position = first + row //
+    heads; key j is visible to positions >= j), in float32 from bf16 scores, returned in the scores' dtype."""
+    i = torch.arange(scores.shape[1], device=scores.device).div(heads, rounding_mode="floor").add(first).unsqueeze(1)
+    j = torch.arange(scores.shape[2], device=scores.device).unsqueeze(0)
+    x = torch.where(j <= i, scores.float() * scale, float("-inf"))
+    return torch.softmax(x, -1).to(scores.dtype)
+
+
+def _dscores(p, dp, do, o, scale: float):
+    """dS = P * (dP - rowsum(dO * O)) * scale, in float32, returned in P's dtype."""
+    delta = (do.float() * o.float()).sum(-1, keepdim=True)
+    return (p.float() * (dp.float() - delta) * scale).to(p.dtype)
+
+
+@functools.cache
+def _compiled(fn):
+    return torch.compile(fn, dynamic=True)  # one graph for every (groups, rows, keys): documents vary in length
+
+
+def _grouped(x, hk: int):
+    """[b, h, s, d] -> [b * hk, s * r, d] contiguous (r = h / hk), row = position * r + head: the queries of one
+    key/value head as one GEMM's rows, so that a block of positions is a contiguous slice."""
+    b, h, s, d = x.shape
+    return x.reshape(b, hk, h // hk, s, d).transpose(2, 3).reshape(b * hk, s * (h // hk), d)
+
+
+class _Causal(torch.autograd.Function):
+    """Causal attention of q [b, h, s, d] over k, v [b, hk, s, d] in query blocks of `block` positions."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale: float, block: int):
+        b, h, s, d = q.shape
+        hk = k.shape[1]
+        r = h // hk
+        qg = _grouped(q, hk)
+        kg, vg = k.reshape(b * hk, s, d), v.reshape(b * hk, s, d)
+        o = torch.empty_like(qg)
+        ps = []
+        for f in range(0, s, block):
+            t = min(s, f + block)
+            p = _compiled(_probs)(torch.bmm(qg[:, f * r:t * r], kg[:, :t].transpose(1, 2)), scale, f, r)
+            torch.bmm(p, vg[:, :t], out=o[:, f * r:t * r])
+            ps.append(p)
+        ctx.save_for_backward(qg, kg, vg, o, *ps)
+        ctx.scale, ctx.block, ctx.shape = scale, block, (b, h, s, d, hk)
+        return o.view(b, hk, s, r, d).transpose(2, 3).reshape(b, h, s, d)
+
+    @staticmethod
+    def backward(ctx, do):
+        qg, kg, vg, o, *ps = ctx.saved_tensors
+        b, h, s, d, hk = ctx.shape
+        r, block = h // hk, ctx.block
+        dog = _grouped(do, hk)
+        dq = torch.empty_like(qg)
+        one = len(ps) == 1
+        dk = None if one else torch.zeros(kg.shape, dtype=torch.float32, device=kg.device)  # blocks add up in fp32
+        dv = None if one else torch.zeros_like(dk)
+        for p, f in zip(ps, range(0, s, block)):
+            t = min(s, f + block)
+            rows = slice(f * r, t * r)
+            ds = _compiled(_dscores)(p, torch.bmm(dog[:, rows], vg[:, :t].transpose(1, 2)), dog[:, rows], o[:, rows],
+                                     ctx.scale)
+            torch.bmm(ds, kg[:, :t], out=dq[:, rows])
+            gk, gv = torch.bmm(ds.transpose(1, 2), qg[:, rows]), torch.bmm(p.transpose(1, 2), dog[:, rows])
+            if one:
+                dk, dv = gk, gv
+            else:
+                dk[:, :t] += gk
+                dv[:, :t] += gv
+        dq = dq.view(b, hk, s, r, d).transpose(2, 3).reshape(b, h, s, d)
+        return dq, dk.to(kg.dtype).view(b, hk, s, d), dv.to(vg.dtype).view(b, hk, s, d), None, None
+
+
+def causal(q, k, v, scale: float, block: int = BLOCK):
+    """Causal attention of q [b, h, s, d] over k, v [b, hk, s, d] (hk divides h), in q's dtype."""
+    return _Causal.apply(q, k, v, scale, block)
