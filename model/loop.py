@@ -93,7 +93,8 @@ class LossHooks(Hooks):
 
         r = self.run
         return float(np.mean([train.eval_loss(r.ddp, train.microbatches(self.val_sample, k, r.rc.parallel),
-                                              r.rc.train["seq_length"]) for k in range(r.rc.train["eval_batches"])]))
+                                              r.rc.train["seq_length"], r.rc.train["loss_rows_only"])
+                              for k in range(r.rc.train["eval_batches"])]))
 
     def _eval(self, step: int) -> None:
         v = self.evaluate()
@@ -105,7 +106,8 @@ class LossHooks(Hooks):
 
         r = self.run
         seq, gbs = r.rc.train["seq_length"], r.rc.parallel.global_batch_size
-        m = train.train_step(r.ddp, r.opt, r.sched, train.microbatches(self.train_sample, i, r.rc.parallel), seq, gbs)
+        m = train.train_step(r.ddp, r.opt, r.sched, train.microbatches(self.train_sample, i, r.rc.parallel), seq, gbs,
+                             r.rc.train["loss_rows_only"])
         self.losses.append(m["loss"])
         r.record({"step": i + 1, **{k: m[k] for k in ("loss", "grad_norm", "lr", "skipped")}})  # no timings:
         # the same run must give the same bytes (step times are in the log line and the manifest's metrics)

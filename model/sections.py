@@ -78,6 +78,7 @@ class TrainConfig:
     dtype: str = "float32"  # float32 | bfloat16 (bf16 on GPU)
     fuse_elementwise: bool = False  # norms, experts' activation and loss via torch.compile (model/fused.py; CPU: g++)
     cpu_attention: str = "flash"  # flash | gemm: causal attention of bf16 training on the CPU as GEMMs (model/attention.py)
+    loss_rows_only: bool = False  # output layer + loss only where the loss mask counts (model/logit_rows.py): SFT
 
     def __post_init__(self):
         if self.cpu_attention not in ("flash", "gemm"):
