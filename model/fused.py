@@ -15,8 +15,8 @@ On the CPU Inductor needs a C++ compiler; `check()` says so before any work.
 
 The switch also turns on Megatron's own compiled SwiGLU for dense MLPs (its `bias_activation_fusion`, model/build.py):
 one layer of the 135M's MLP activation (4 x 1024 rows, bf16, forward + backward) 17.8 ms eager against 11.1, about
-0.2 s of its 12 s SFT step. Megatron's compiled rotary embedding path is not used: compiled, one layer's queries took
-6.6 ms against 6.3 eager.
+0.2 s of its 12 s SFT step. Compiling Megatron's rotary embedding as well did not pay: one layer's queries took 6.6
+ms compiled against 6.3 eager.
 """
 from __future__ import annotations
 
