@@ -55,15 +55,16 @@ def transformer_config(cfg: ModelConfig, par: ParallelConfig, dtype: torch.dtype
         tc.yarn_original_max_position_embeddings = rs.original_max_position_embeddings
         tc.yarn_beta_fast, tc.yarn_beta_slow, tc.yarn_mscale, tc.yarn_mscale_all_dim = 32.0, 1.0, 1.0, 0.0
         tc.yarn_correction_range_round_to_int = True
-    if fuse_elementwise:  # read by model/layers.py's norms and experts through getattr on the config
+    asked = [pair for want, pair in ((fuse_elementwise, ("train.fuse_elementwise=true", "train.fuse_elementwise=false")),
+                                     (cpu_attention == "gemm", ("train.cpu_attention=gemm", "train.cpu_attention=flash")))
+             if want]
+    if asked:  # both compile (Inductor needs a C++ compiler on the CPU): one check, naming what asked for it
         from model import fused
 
-        fused.check()
+        fused.check(" and ".join(on for on, _ in asked), " and ".join(off for _, off in asked))
+    if fuse_elementwise:  # read by model/layers.py's norms and experts through getattr on the config
         tc.fuse_elementwise = True
     if cpu_attention == "gemm":  # read by model/layers.SDPAttention through getattr on the config
-        from model import fused
-
-        fused.check()
         tc.cpu_attention = "gemm"
     return tc
 

@@ -28,8 +28,9 @@ import torch.nn.functional as F
 from model.config import ConfigError
 
 
-def check() -> None:
-    """Raise a one-line ConfigError when this machine cannot compile (no C++ compiler for Inductor on the CPU)."""
+def check(on: str = "train.fuse_elementwise=true", off: str = "train.fuse_elementwise=false") -> None:
+    """Raise a one-line ConfigError when this machine cannot compile (no C++ compiler for Inductor on the CPU), naming
+    the recipe setting that asked for it (`on`) and the one that does without (`off`)."""
     if torch.cuda.is_available():
         return
     from torch._inductor import cpp_builder
@@ -37,9 +38,9 @@ def check() -> None:
     try:
         cpp_builder.get_cpp_compiler()  # the search torch.compile itself does (config.cpp.cxx, then g++)
     except Exception as e:
-        raise ConfigError(f"train.fuse_elementwise=true needs a C++ compiler for torch.compile on the CPU "
+        raise ConfigError(f"{on} needs a C++ compiler for torch.compile on the CPU "
                           f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'none found'}): install one "
-                          "(apt-get install g++) or set train.fuse_elementwise=false") from None
+                          f"(apt-get install g++) or set {off}") from None
 
 
 def _rms_norm(x, weight, eps: float):

@@ -11,14 +11,14 @@ layer computed on each side.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import torch
 
-from functools import partial
-
 from model import hf_mapping, logit_rows, parallel, train
 from model.build import build_model
+from model.tests._run_fused import max_rel
 from model.tests._run_layout import GBS, SEQ, start_tiny
 
 STEPS = 3
@@ -33,10 +33,6 @@ def sample_fn(seed: int, n: int = 64):
         x = data[i % n]
         return {"tokens": x[:-1], "labels": x[1:], "loss_mask": masks[i % n], "position_ids": torch.arange(SEQ)}
     return sample
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
 
 
 def run(cfg, par, rows_only: bool) -> dict:
@@ -64,8 +60,8 @@ def main() -> None:
     Path(a.out).write_text(json.dumps({
         "losses_full": full["losses"], "losses_rows": rows["losses"],
         "eval_full": full["eval_loss"], "eval_rows": rows["eval_loss"],
-        "grad_max_rel": max(rel(rows["grads"][n], full["grads"][n]) for n in full["grads"]),
-        "weight_max_rel": max(rel(rows["weights"][n], full["weights"][n]) for n in full["weights"]),
+        "grad_max_rel": max(max_rel(full["grads"][n], rows["grads"][n]) for n in full["grads"]),
+        "weight_max_rel": max(max_rel(full["weights"][n], rows["weights"][n]) for n in full["weights"]),
         "rows_full": full["rows"], "rows_rows": rows["rows"]}))
     parallel.destroy()
 

@@ -47,3 +47,17 @@ def test_unknown_choice_is_a_config_error():
 
     with pytest.raises(ConfigError, match=r"train.cpu_attention='fast': choose flash or gemm"):
         TrainConfig(cpu_attention="fast")
+
+
+def test_no_compiler_names_this_setting_in_one_line():
+    from torch._inductor import config
+
+    from model.build import transformer_config
+    from model.config import ConfigError, ModelConfig, ParallelConfig
+
+    cfg = ModelConfig(num_layers=1, vocab_size=64, hidden_size=32, num_attention_heads=2, num_query_groups=1,
+                      head_dim=16, ffn_hidden_size=64)
+    with config.patch({"cpp.cxx": ("no-such-c++-compiler",)}), pytest.raises(ConfigError) as e:
+        transformer_config(cfg, ParallelConfig(), torch.bfloat16, cpu_attention="gemm")
+    assert str(e.value).startswith("train.cpu_attention=gemm needs a C++ compiler"), e.value
+    assert str(e.value).endswith("or set train.cpu_attention=flash") and "\n" not in str(e.value), e.value
