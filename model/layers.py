@@ -12,7 +12,8 @@
   (model/masks.segments): the dense mask would make the kernel compute all s^2 pairs of every row.
   Causal calls shorter than FP32_BELOW positions that autograd records in a 16-bit dtype on the CPU run in float32
   (`_sdpa`): torch 2.13's CPU flash backward in bfloat16 is 2-7x slower than its float32 one on short sequences.
-  With `train.cpu_attention: gemm` those calls, of any length, run as GEMMs instead (model/attention.py).
+  With `train.cpu_attention: gemm` those calls, of any length, run as GEMMs instead (model/attention.py), and so do
+  document-causal masks that segments() leaves whole (the softmax masks other documents' keys).
 - `GroupedSequentialMLP`: Megatron's SequentialMLP whose experts run on the CPU as one grouped GEMM per linear,
   each expert's rows padded to a multiple of 64 in every dtype but float32 (bf16 in practice), so oneDNN reuses
   its GEMM primitives across steps.
@@ -94,8 +95,7 @@ def _sdpa(q, k, v, causal: bool, scale: float, dropout: float, mask=None, gemm: 
     CPU run as GEMMs with `gemm` (model/attention.py), else in float32 when shorter than FP32_BELOW; the output comes
     back in the inputs' dtype."""
     dt = q.dtype
-    trained = (mask is None and dt in (torch.bfloat16, torch.float16) and q.device.type == "cpu"
-               and torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
+    trained = mask is None and _trained(q, k, v)
     if trained and gemm and causal and not dropout:
         return attention.causal(q, k, v, scale)
     up = trained and q.shape[2] < FP32_BELOW
@@ -104,6 +104,12 @@ def _sdpa(q, k, v, causal: bool, scale: float, dropout: float, mask=None, gemm: 
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, dropout_p=dropout,
                                          enable_gqa=q.shape[1] != k.shape[1])
     return out.to(dt) if up else out
+
+
+def _trained(q, k, v) -> bool:
+    """A 16-bit CPU call that autograd records: the calls that FP32_BELOW and train.cpu_attention=gemm are for."""
+    return (q.dtype in (torch.bfloat16, torch.float16) and q.device.type == "cpu" and torch.is_grad_enabled()
+            and (q.requires_grad or k.requires_grad or v.requires_grad))
 
 
 class SDPAttention(MegatronModule):
@@ -127,11 +133,14 @@ class SDPAttention(MegatronModule):
             return self._by_document(query, key, value, seg)
         # Megatron layout [s, b, heads, dim] -> SDPA layout [b, heads, s, dim]
         q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))
-        if attention_mask is None:
-            mask, causal = None, q.shape[2] > 1
+        docs = None
+        if self.gemm and attention_mask is not None and not (self.training and self.dropout) and _trained(q, k, v):
+            docs = masks.doc_ids(attention_mask)  # document-causal rows that grouping left: GEMMs over whole rows
+        if docs is not None:
+            out = attention.causal(q, k, v, self.scale, docs=docs)
         else:
-            mask, causal = ~attention_mask, False
-        out = _sdpa(q, k, v, causal, self.scale, self.dropout if self.training else 0.0, mask, self.gemm)
+            mask, causal = (None, q.shape[2] > 1) if attention_mask is None else (~attention_mask, False)
+            out = _sdpa(q, k, v, causal, self.scale, self.dropout if self.training else 0.0, mask, self.gemm)
         s, b = query.shape[0], query.shape[1]
         return out.permute(2, 0, 1, 3).reshape(s, b, -1)
 

@@ -43,32 +43,51 @@ class Segments:
     real_or_n: torch.Tensor  # [T]: slots' positions, N for padding slots (a zero row: their outputs are never read)
 
 
-MIN_ROW = 768  # shorter rows keep the dense call (measured above)
-_LAST: list = [None, -1, None]  # (mask, its version, its Segments or None): every layer of a forward shares one mask
+MIN_ROW = 768  # shorter rows keep the dense call (measured above), or with train.cpu_attention=gemm the doc_ids()
+# of the mask: document-causal GEMMs over whole rows (model/attention.py)
+_LAST: list = [None, -1, None]  # (mask, its version, {what of it was asked}): every layer of a forward shares one mask
+
+
+def _cached(mask: torch.Tensor, key: str, fn):
+    if not (_LAST[0] is mask and _LAST[1] == mask._version):
+        _LAST[:] = [mask, mask._version, {}]
+    if key not in _LAST[2]:
+        _LAST[2][key] = fn(mask)
+    return _LAST[2][key]
+
+
+def doc_ids(mask: torch.Tensor) -> torch.Tensor | None:
+    """[b, s] document ids (contiguous runs, 1-based per row) of a [b, 1, s, s] mask that is exactly doc_causal_mask
+    of some document ids, else None."""
+    return _cached(mask, "ids", _doc_ids)
 
 
 def segments(mask: torch.Tensor) -> Segments | None:
     """The Segments of a [b, 1, s, s] mask that is exactly doc_causal_mask of some document ids, else None; None
     too where grouping would not pay: rows shorter than MIN_ROW, one document per row, or documents so long that
     the groups' causal pairs exceed a quarter of the dense call's."""
-    if _LAST[0] is mask and _LAST[1] == mask._version:
-        return _LAST[2]
-    out = _segments(mask)
-    _LAST[:] = [mask, mask._version, out]
-    return out
+    return _cached(mask, "segments", _segments)
 
 
-def _segments(mask: torch.Tensor) -> Segments | None:
+def _doc_ids(mask: torch.Tensor) -> torch.Tensor | None:
     if mask.dim() != 4 or mask.shape[1] != 1 or mask.shape[2] != mask.shape[3] or mask.dtype != torch.bool:
         return None
     b, s = mask.shape[0], mask.shape[-1]
-    if s < MIN_ROW:
-        return None
     starts = torch.ones(b, s, dtype=torch.long, device=mask.device)
     starts[:, 1:] = mask[:, 0, 1:, :-1].diagonal(dim1=1, dim2=2).long()  # i starts a document: it cannot see i - 1
     ids = starts.cumsum(1)
-    if not torch.equal(doc_causal_mask(ids), mask):
+    return ids if torch.equal(doc_causal_mask(ids), mask) else None
+
+
+def _segments(mask: torch.Tensor) -> Segments | None:
+    if mask.dim() != 4 or mask.shape[-1] < MIN_ROW:
         return None
+    ids = doc_ids(mask)
+    if ids is None:
+        return None
+    b, s = ids.shape
+    starts = torch.ones_like(ids)
+    starts[:, 1:] = (ids[:, 1:] != ids[:, :-1]).long()
     begin = starts.flatten().nonzero().squeeze(1)  # [documents] first position of each (row starts included)
     if len(begin) == b:  # one document per row: the plain causal mask, nothing to save
         return None

@@ -41,6 +41,45 @@ def test_output_and_gradients_match_float64(shape, block, dtype):
         assert worst <= TOL[dtype], (name, worst)
 
 
+def _docs(rows: int, width: int, lengths: list[int]) -> torch.Tensor:
+    """each row cut into documents of the given lengths in turn, starting at a different one per row"""
+    out = []
+    for r in range(rows):
+        row, i = [], r
+        while len(row) < width:
+            row += [len(row) + 1] * lengths[i % len(lengths)]
+            i += 1
+        out.append(row[:width])
+    return torch.tensor(out)
+
+
+DOC_SHAPES = [((3, 4, 2, 300, 16), 128, [5, 150, 40, 90]),  # documents across blocks, starting late in some
+              ((2, 6, 3, 64, 16), 16, [1, 7, 20])]  # one-token documents, 4 blocks, 2 queries per key/value head
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("shape,block,lengths", DOC_SHAPES)
+def test_document_causal_matches_float64_with_the_document_mask(shape, block, lengths, dtype):
+    from model.masks import doc_causal_mask
+
+    docs = _docs(shape[0], shape[3], lengths)
+    mask = ~doc_causal_mask(docs)  # True = may attend
+    scale = shape[-1] ** -0.5
+    ref = run(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True),
+              shape, torch.float64)
+    got = run(lambda q, k, v: attention.causal(q, k, v, scale, block, docs=docs), shape, dtype)
+    for name, a, b in zip(("output", "dq", "dk", "dv"), got, ref):
+        assert a.dtype == dtype and a.shape == b.shape, name
+        worst = ((a.double() - b).abs().max() / b.abs().max()).item()
+        assert worst <= TOL[dtype], (name, worst)
+
+
+def test_a_block_reads_keys_from_its_queries_earliest_document_start():
+    docs = torch.tensor([[1] * 100 + [2] * 156, [1] * 120 + [2] * 136])
+    assert attention._spans(docs, 256, 128) == [(0, 128, 0), (128, 256, 100)]  # row 0's document 2 begins at 100
+    assert attention._spans(None, 256, 128) == [(0, 128, 0), (128, 256, 0)]
+
+
 def test_unknown_choice_is_a_config_error():
     from model.config import ConfigError
     from model.sections import TrainConfig

@@ -147,3 +147,28 @@ def test_grouped_documents_in_bf16_compute_the_float32_attention_and_its_gradien
                     torch.autograd.grad((got * w).sum(), (q, k, v))):
         assert b.dtype == torch.bfloat16
         assert ((b.float() - a).norm() / a.norm()).item() < 0.01
+
+
+def test_gemm_attention_runs_a_document_mask_as_document_causal_gemms(monkeypatch):
+    """train.cpu_attention=gemm: a bf16 document-causal mask goes to model/attention.causal with the rows' document
+    ids (no grouping, no dense mask) and gives the dense mask's outputs and gradients to bf16 rounding"""
+    from model import attention
+
+    torch.manual_seed(0)
+    ids = _doc_ids(2, 300, 5, 60, seed=1, pad=3)
+    mask = masks.doc_causal_mask(ids)
+    docs, causal = [], attention.causal
+    monkeypatch.setattr(attention, "causal", lambda *a, **kw: docs.append(kw.get("docs")) or causal(*a, **kw))
+    seen = _calls(monkeypatch)
+    attn = _attention()
+    attn.gemm = True
+    q, k, v = (torch.randn(300, 2, h, 16, dtype=torch.bfloat16, requires_grad=True) for h in (4, 2, 2))
+    got = attn(q, k, v, mask)
+    assert seen == [] and len(docs) == 1 and torch.equal(masks.doc_causal_mask(docs[0]), mask)
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = _dense(q64, k64, v64, mask, attn.scale)
+    assert ((got.double() - ref).abs().max() / ref.abs().max()).item() < 2e-2
+    w = torch.randn_like(ref)
+    for a, b in zip(torch.autograd.grad((ref * w).sum(), (q64, k64, v64)),
+                    torch.autograd.grad((got * w.to(torch.bfloat16)).sum(), (q, k, v))):
+        assert ((b.double() - a).abs().max() / a.abs().max()).item() < 2e-2
