@@ -37,23 +37,17 @@ import torch
 BLOCK = 128  # query rows per block: each block reads only the keys up to its last query (64-192 measured: 128 best)
 
 
-def _probs(scores, scale: float, first: int, heads: int):
+def _probs(scores, scale: float, first: int, heads: int, qdoc=None, kdoc=None):
     """softmax over keys of scores [g, n * heads, keys] (row = position * heads + head, position = first + row //
-    heads; key j is visible to positions >= j), in float32 from bf16 scores, returned in the scores' dtype."""
-    i = torch.arange(scores.shape[1], device=scores.device).div(heads, rounding_mode="floor").add(first).unsqueeze(1)
-    j = torch.arange(scores.shape[2], device=scores.device).unsqueeze(0)
-    x = torch.where(j <= i, scores.float() * scale, float("-inf"))
-    return torch.softmax(x, -1).to(scores.dtype)
-
-
-def _doc_probs(scores, scale: float, first: int, heads: int, qdoc, kdoc):
-    """_probs where the keys start at position `lo` (first - lo = `first` here) and a key is visible only to the
-    queries of its own document: qdoc [g, n] and kdoc [g, keys] are the document ids of the block's positions and
-    keys. Every query sees at least itself, so no row is all -inf."""
+    heads, counted from the first key; key j is visible to positions >= j), in float32 from bf16 scores, returned in
+    the scores' dtype. With qdoc [g, n] and kdoc [g, keys], the document ids of the block's positions and of the keys,
+    a key is visible only to the queries of its own document; every query sees itself, so no row is all -inf."""
     i = torch.arange(scores.shape[1], device=scores.device).div(heads, rounding_mode="floor")
     j = torch.arange(scores.shape[2], device=scores.device).unsqueeze(0)
-    same = qdoc[:, i].unsqueeze(2) == kdoc.unsqueeze(1)
-    x = torch.where((j <= i.add(first).unsqueeze(1)) & same, scores.float() * scale, float("-inf"))
+    seen = j <= i.add(first).unsqueeze(1)
+    if qdoc is not None:
+        seen = seen & (qdoc[:, i].unsqueeze(2) == kdoc.unsqueeze(1))
+    x = torch.where(seen, scores.float() * scale, float("-inf"))
     return torch.softmax(x, -1).to(scores.dtype)
 
 
@@ -93,10 +87,7 @@ class _Causal(torch.autograd.Function):
         ps = []
         for f, t, lo in spans:
             sc = torch.bmm(qg[:, f * r:t * r], kg[:, lo:t].transpose(1, 2))
-            if dg is None:
-                p = _compiled(_probs)(sc, scale, f, r)
-            else:
-                p = _compiled(_doc_probs)(sc, scale, f - lo, r, dg[:, f:t], dg[:, lo:t])
+            p = _compiled(_probs)(sc, scale, f - lo, r, *(() if dg is None else (dg[:, f:t], dg[:, lo:t])))
             torch.bmm(p, vg[:, lo:t], out=o[:, f * r:t * r])
             ps.append(p)
         ctx.save_for_backward(qg, kg, vg, o, *ps)
